@@ -1,0 +1,36 @@
+#!/bin/sh
+# Installs the Debian packages the build and the tests need, and nothing when they are present.
+# As root: apt-get update, then apt-get install of what is missing. Otherwise: prints the exact
+# command to run and fails.
+set -eu
+
+PACKAGES="gcc make pkg-config libc6-dev python3 openssl ca-certificates
+libcurl4-openssl-dev libcjson-dev libyaml-dev libssl-dev libcriterion-dev"
+
+# Extra sets for the optional targets (make fuzz needs clang with libFuzzer).
+case "${1:-}" in
+    fuzz) PACKAGES="$PACKAGES clang-14 libclang-rt-14-dev" ;;
+esac
+
+missing=""
+for p in $PACKAGES; do
+    status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+    case "$status" in
+        *"install ok installed"*) ;;
+        *) missing="$missing $p" ;;
+    esac
+done
+
+[ -z "$missing" ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "missing Debian packages:$missing" >&2
+    echo "run as root:  apt-get update && apt-get install -y$missing" >&2
+    exit 1
+fi
+
+echo "installing:$missing"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# shellcheck disable=SC2086
+apt-get install -y -qq --no-install-recommends $missing

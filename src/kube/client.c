@@ -1,0 +1,783 @@
+#include "kube/client.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "kube/ratelimit.h"
+#include "util/buf.h"
+#include "util/clock.h"
+#include "util/json.h"
+#include "util/log.h"
+
+const struct kube_resource KUBE_PODS = {"", "v1", "pods", "Pod", true};
+const struct kube_resource KUBE_SERVICES = {"", "v1", "services", "Service", true};
+const struct kube_resource KUBE_CONFIGMAPS = {"", "v1", "configmaps", "ConfigMap", true};
+const struct kube_resource KUBE_SECRETS = {"", "v1", "secrets", "Secret", true};
+const struct kube_resource KUBE_EVENTS = {"", "v1", "events", "Event", true};
+const struct kube_resource KUBE_NAMESPACES = {"", "v1", "namespaces", "Namespace", false};
+const struct kube_resource KUBE_LEASES = {"coordination.k8s.io", "v1", "leases", "Lease", true};
+const struct kube_resource KUBE_JOBS = {"batch", "v1", "jobs", "Job", true};
+
+#define DEFAULT_MAX_BODY (64u << 20)
+#define DEFAULT_MAX_WATCH_LINE (16u << 20)
+#define MAX_ERROR_BODY (1u << 20)
+
+struct kube_client {
+    struct kube_config *cfg;
+    struct kube_client_options opts;
+    struct ratelimit *limiter;
+    CURLSH *share;
+    pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
+    kube_request_observer observer;
+    void *observer_ctx;
+    atomic_ullong requests, retries, throttled_ms, token_reloads;
+};
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static void curl_global(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
+
+static void share_lock(CURL *h, curl_lock_data data, curl_lock_access access, void *ctx)
+{
+    struct kube_client *c = ctx;
+    pthread_mutex_lock(&c->share_locks[data]);
+}
+
+static void share_unlock(CURL *h, curl_lock_data data, void *ctx)
+{
+    struct kube_client *c = ctx;
+    pthread_mutex_unlock(&c->share_locks[data]);
+}
+
+void kube_status_clear(struct kube_status *st)
+{
+    if (!st)
+        return;
+    free(st->message);
+    free(st->continue_token);
+    cJSON_Delete(st->details);
+    memset(st, 0, sizeof(*st));
+    st->retry_after_s = -1;
+}
+
+int kube_client_new(struct kube_config *cfg, const struct kube_client_options *opts,
+                    struct kube_client **out)
+{
+    *out = NULL;
+    if (!cfg || !cfg->server)
+        return kube_config_free(cfg), KUBE_EINVAL;
+    pthread_once(&curl_once, curl_global);
+    struct kube_client *c = calloc(1, sizeof(*c));
+    if (!c) {
+        kube_config_free(cfg);
+        return KUBE_ENOMEM;
+    }
+    c->cfg = cfg;
+    if (opts)
+        c->opts = *opts;
+    if (c->opts.qps == 0)
+        c->opts.qps = 20;
+    if (c->opts.burst == 0)
+        c->opts.burst = 30;
+    if (c->opts.max_retries == 0)
+        c->opts.max_retries = 5;
+    if (c->opts.max_retries < 0)
+        c->opts.max_retries = 0;
+    if (!c->opts.backoff_base_ms)
+        c->opts.backoff_base_ms = 100;
+    if (!c->opts.backoff_max_ms)
+        c->opts.backoff_max_ms = 5000;
+    if (!c->opts.max_body)
+        c->opts.max_body = DEFAULT_MAX_BODY;
+    if (!c->opts.max_watch_line)
+        c->opts.max_watch_line = DEFAULT_MAX_WATCH_LINE;
+    if (!c->opts.timeout_ms)
+        c->opts.timeout_ms = 30000;
+    if (!c->opts.user_agent)
+        c->opts.user_agent = "mpijob-operator";
+    c->limiter = ratelimit_new(c->opts.qps, c->opts.burst);
+    c->share = curl_share_init();
+    if (!c->limiter || !c->share) {
+        kube_client_free(c);
+        return KUBE_ENOMEM;
+    }
+    for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
+        pthread_mutex_init(&c->share_locks[i], NULL);
+    curl_share_setopt(c->share, CURLSHOPT_LOCKFUNC, share_lock);
+    curl_share_setopt(c->share, CURLSHOPT_UNLOCKFUNC, share_unlock);
+    curl_share_setopt(c->share, CURLSHOPT_USERDATA, c);
+    curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT);
+    curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
+    curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
+    *out = c;
+    return 0;
+}
+
+void kube_client_free(struct kube_client *c)
+{
+    if (!c)
+        return;
+    if (c->share) {
+        curl_share_cleanup(c->share);
+        for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
+            pthread_mutex_destroy(&c->share_locks[i]);
+    }
+    ratelimit_free(c->limiter);
+    kube_config_free(c->cfg);
+    free(c);
+}
+
+struct kube_config *kube_client_config(struct kube_client *c) { return c->cfg; }
+
+const struct kube_client_options *kube_client_options(struct kube_client *c) { return &c->opts; }
+
+void kube_client_stats(struct kube_client *c, struct kube_client_stats *out)
+{
+    out->requests = c->requests;
+    out->retries = c->retries;
+    out->throttled_ms = c->throttled_ms;
+    out->token_reloads = c->token_reloads;
+}
+
+void kube_client_set_observer(struct kube_client *c, kube_request_observer fn, void *ctx)
+{
+    c->observer = fn;
+    c->observer_ctx = ctx;
+}
+
+/* ---- paths and queries ------------------------------------------------------------------ */
+
+static int escape_into(struct buf *b, const char *s)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        int plain = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                    ch == '-' || ch == '.' || ch == '_' || ch == '~';
+        int rc;
+        if (plain) {
+            rc = buf_append(b, s, 1);
+        } else {
+            char enc[3] = {'%', hex[ch >> 4], hex[ch & 15]};
+            rc = buf_append(b, enc, 3);
+        }
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+char *kube_escape(const char *s)
+{
+    struct buf b;
+    buf_init(&b, 0);
+    if (escape_into(&b, s ? s : "") < 0) {
+        buf_free(&b);
+        return NULL;
+    }
+    return buf_steal(&b);
+}
+
+char *kube_path(const struct kube_resource *res, const char *ns, const char *name,
+                const char *subresource)
+{
+    struct buf b;
+    buf_init(&b, 0);
+    int rc;
+    if (res->group && *res->group)
+        rc = buf_printf(&b, "/apis/%s/%s", res->group, res->version);
+    else
+        rc = buf_printf(&b, "/api/%s", res->version);
+    if (rc == 0 && res->namespaced && ns && *ns) {
+        rc = buf_append_str(&b, "/namespaces/");
+        if (rc == 0)
+            rc = escape_into(&b, ns);
+    }
+    if (rc == 0)
+        rc = buf_printf(&b, "/%s", res->plural);
+    if (rc == 0 && name) {
+        rc = buf_append_str(&b, "/");
+        if (rc == 0)
+            rc = escape_into(&b, name);
+    }
+    if (rc == 0 && subresource && *subresource)
+        rc = buf_printf(&b, "/%s", subresource);
+    if (rc < 0) {
+        buf_free(&b);
+        return NULL;
+    }
+    return buf_steal(&b);
+}
+
+/* Appends "&key=value" (value percent-encoded) when value is set. */
+static int query_add(struct buf *q, const char *key, const char *value)
+{
+    if (!value || !*value)
+        return 0;
+    int rc = buf_printf(q, "%s%s=", q->len ? "&" : "", key);
+    return rc < 0 ? rc : escape_into(q, value);
+}
+
+/* ---- one HTTP exchange --------------------------------------------------------------------- */
+
+struct exchange {
+    struct buf body;
+    int retry_after_s;
+    /* streaming mode: bytes go to the callback instead of the body */
+    size_t (*stream_fn)(void *ctx, const char *data, size_t len);
+    void *stream_ctx;
+    long stream_code; /* HTTP code seen before streaming begins */
+    CURL *curl;
+    atomic_int *stop;
+    int too_big;
+};
+
+static size_t on_body(char *data, size_t size, size_t nmemb, void *userdata)
+{
+    struct exchange *ex = userdata;
+    size_t n = size * nmemb;
+    if (ex->stream_fn) {
+        if (!ex->stream_code)
+            curl_easy_getinfo(ex->curl, CURLINFO_RESPONSE_CODE, &ex->stream_code);
+        if (ex->stream_code >= 200 && ex->stream_code < 300)
+            return ex->stream_fn(ex->stream_ctx, data, n);
+    }
+    if (buf_append(&ex->body, data, n) < 0) {
+        ex->too_big = 1;
+        return 0; /* aborts the transfer */
+    }
+    return n;
+}
+
+static size_t on_header(char *data, size_t size, size_t nmemb, void *userdata)
+{
+    struct exchange *ex = userdata;
+    size_t n = size * nmemb;
+    static const char name[] = "retry-after:";
+    if (n > sizeof(name) - 1 && strncasecmp(data, name, sizeof(name) - 1) == 0) {
+        char val[32];
+        size_t vlen = n - (sizeof(name) - 1);
+        if (vlen >= sizeof(val))
+            vlen = sizeof(val) - 1;
+        memcpy(val, data + sizeof(name) - 1, vlen);
+        val[vlen] = 0;
+        char *end;
+        long secs = strtol(val, &end, 10);
+        if (end != val && secs >= 0)
+            ex->retry_after_s = secs > 3600 ? 3600 : (int)secs;
+    }
+    return n;
+}
+
+static int on_progress(void *userdata, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                       curl_off_t ulnow)
+{
+    struct exchange *ex = userdata;
+    return ex->stop && atomic_load(ex->stop) ? 1 : 0;
+}
+
+/* Performs one request. Returns 0 with *http_code set, or KUBE_ETRANSPORT / KUBE_ETOOBIG /
+ * KUBE_ECANCELED / KUBE_ENOMEM. */
+static int perform(struct kube_client *c, const char *method, const char *url,
+                   const char *content_type, const char *body, long timeout_ms,
+                   struct exchange *ex, long *http_code, char *errbuf)
+{
+    CURL *h = curl_easy_init();
+    if (!h)
+        return KUBE_ENOMEM;
+    ex->curl = h;
+    struct curl_slist *headers = NULL;
+    char *token = kube_config_token(c->cfg);
+    int rc = 0;
+    char line[256];
+
+    headers = curl_slist_append(headers, "Accept: application/json");
+    if (content_type) {
+        snprintf(line, sizeof(line), "Content-Type: %s", content_type);
+        headers = curl_slist_append(headers, line);
+    }
+    if (token) {
+        struct buf auth;
+        buf_init(&auth, 0);
+        if (buf_printf(&auth, "Authorization: Bearer %s", token) == 0)
+            headers = curl_slist_append(headers, auth.data);
+        buf_free(&auth);
+        free(token);
+    }
+    headers = curl_slist_append(headers, "Expect:");
+
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_SHARE, c->share);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(h, CURLOPT_USERAGENT, c->opts.user_agent);
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    if (timeout_ms > 0)
+        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
+    if (body) {
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
+    } else if (strcmp(method, "GET") == 0) {
+        curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+    }
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, ex);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, ex);
+    if (ex->stop) {
+        curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+        curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+        curl_easy_setopt(h, CURLOPT_XFERINFODATA, ex);
+    }
+
+    struct kube_config *cfg = c->cfg;
+    if (cfg->insecure_skip_tls_verify) {
+        curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
+        curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
+    } else {
+        curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
+        curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
+        if (cfg->ca.data) {
+            struct curl_blob blob = {cfg->ca.data, cfg->ca.len, CURL_BLOB_COPY};
+            curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &blob);
+        }
+    }
+    if (cfg->client_cert.data) {
+        struct curl_blob blob = {cfg->client_cert.data, cfg->client_cert.len, CURL_BLOB_COPY};
+        curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &blob);
+        curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
+    }
+    if (cfg->client_key.data) {
+        struct curl_blob blob = {cfg->client_key.data, cfg->client_key.len, CURL_BLOB_COPY};
+        curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &blob);
+        curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
+    }
+
+    c->requests++;
+    CURLcode res = curl_easy_perform(h);
+    *http_code = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, http_code);
+    if (res != CURLE_OK) {
+        if (ex->too_big)
+            rc = KUBE_ETOOBIG;
+        else if (res == CURLE_ABORTED_BY_CALLBACK)
+            rc = KUBE_ECANCELED;
+        else if (res == CURLE_WRITE_ERROR && ex->stream_fn)
+            rc = KUBE_ECANCELED; /* the stream callback asked to stop */
+        else {
+            rc = KUBE_ETRANSPORT;
+            if (!errbuf[0])
+                snprintf(errbuf, CURL_ERROR_SIZE, "%s", curl_easy_strerror(res));
+        }
+    }
+    curl_slist_free_all(headers);
+    curl_easy_cleanup(h);
+    return rc;
+}
+
+/* Decodes a Status body into st and returns the matching error code. */
+static int decode_status(long http_code, const struct buf *body, struct kube_status *st)
+{
+    cJSON *json = body->len ? cJSON_ParseWithLength(body->data, body->len) : NULL;
+    const char *reason = json ? json_string(json, "reason") : NULL;
+    int code = kube_error_from_status(http_code, reason);
+    if (st) {
+        st->http_code = http_code;
+        snprintf(st->reason, sizeof(st->reason), "%s", reason ? reason : "");
+        free(st->message);
+        const char *msg = json ? json_string(json, "message") : NULL;
+        if (msg) {
+            st->message = strdup(msg);
+        } else if (body->len) {
+            size_t n = body->len > 512 ? 512 : body->len;
+            st->message = strndup(body->data, n);
+        } else {
+            st->message = NULL;
+        }
+        cJSON_Delete(st->details);
+        st->details = json ? cJSON_DetachItemFromObjectCaseSensitive(json, "details") : NULL;
+        free(st->continue_token);
+        const char *cont = json ? json_string(json, "metadata.continue") : NULL;
+        st->continue_token = cont ? strdup(cont) : NULL;
+    }
+    cJSON_Delete(json);
+    return code;
+}
+
+static uint64_t backoff_ms(struct kube_client *c, int attempt)
+{
+    uint64_t d = c->opts.backoff_base_ms;
+    for (int i = 0; i < attempt && d < c->opts.backoff_max_ms; i++)
+        d *= 2;
+    if (d > c->opts.backoff_max_ms)
+        d = c->opts.backoff_max_ms;
+    /* "equal jitter": half fixed, half random, so retries from many clients spread out. */
+    return d / 2 + clock_jitter(d / 2 + 1);
+}
+
+static int retryable_code(long code) { return code == 500 || code == 502 || code == 503 || code == 504; }
+
+struct call {
+    const char *verb; /* for the observer: GET, LIST, WATCH, POST, PUT, PATCH, DELETE */
+    const char *method;
+    const char *path;
+    const char *query;
+    const char *content_type;
+    const char *body;
+    /* streaming */
+    size_t (*stream_fn)(void *ctx, const char *data, size_t len);
+    void *stream_ctx;
+    atomic_int *stop;
+    int no_retry_after_stream; /* a stream that started is never retried here */
+};
+
+/* Runs a call with rate limiting and the retry policy. On a 2xx answer (non-streaming)
+ * *out gets the parsed body. */
+static int execute(struct kube_client *c, const struct call *call, cJSON **out,
+                   struct kube_status *st)
+{
+    if (out)
+        *out = NULL;
+    if (st) {
+        kube_status_clear(st);
+    }
+    struct buf url;
+    buf_init(&url, 0);
+    if (buf_printf(&url, "%s%s%s%s", c->cfg->server, call->path, call->query && *call->query ? "?" : "",
+                   call->query ? call->query : "") < 0) {
+        buf_free(&url);
+        return KUBE_ENOMEM;
+    }
+
+    int rc = 0;
+    int reloaded = 0;
+    for (int attempt = 0;; attempt++) {
+        uint64_t waited = ratelimit_wait(c->limiter);
+        c->throttled_ms += waited;
+
+        struct exchange ex = {.retry_after_s = -1,
+                              .stream_fn = call->stream_fn,
+                              .stream_ctx = call->stream_ctx,
+                              .stop = call->stop};
+        buf_init(&ex.body, call->stream_fn ? MAX_ERROR_BODY : c->opts.max_body);
+        char errbuf[CURL_ERROR_SIZE] = "";
+        long http_code = 0;
+        uint64_t t0 = clock_now_ms();
+        rc = perform(c, call->method, url.data, call->content_type, call->body,
+                     call->stream_fn ? 0 : c->opts.timeout_ms, &ex, &http_code, errbuf);
+        if (c->observer)
+            c->observer(c->observer_ctx, call->verb, rc == 0 ? http_code : 0, clock_now_ms() - t0);
+
+        if (rc == KUBE_ETRANSPORT) {
+            buf_free(&ex.body);
+            int streamed = call->stream_fn && ex.stream_code >= 200 && ex.stream_code < 300;
+            if (streamed || attempt >= c->opts.max_retries) {
+                log_debug("request failed", "verb=%s path=%s error=\"%s\"", call->verb, call->path, errbuf);
+                if (st) {
+                    free(st->message);
+                    st->message = strdup(errbuf);
+                }
+                break;
+            }
+            uint64_t d = backoff_ms(c, attempt);
+            log_debug("retrying after transport error", "verb=%s path=%s error=\"%s\" delay_ms=%llu",
+                      call->verb, call->path, errbuf, (unsigned long long)d);
+            c->retries++;
+            clock_sleep_ms(d);
+            continue;
+        }
+        if (rc < 0) { /* too big, canceled, nomem */
+            buf_free(&ex.body);
+            break;
+        }
+        if (http_code >= 200 && http_code < 300) {
+            if (out && ex.body.len) {
+                *out = cJSON_ParseWithLength(ex.body.data, ex.body.len);
+                if (!*out)
+                    rc = KUBE_EDECODE;
+            }
+            buf_free(&ex.body);
+            break;
+        }
+
+        rc = decode_status(http_code, &ex.body, st);
+        if (st)
+            st->retry_after_s = ex.retry_after_s;
+        buf_free(&ex.body);
+
+        if (http_code == 401 && !reloaded && kube_config_invalidate_token(c->cfg)) {
+            reloaded = 1;
+            c->token_reloads++;
+            log_info("reloading credentials after 401", "path=%s", call->path);
+            attempt--; /* a credential reload is not a retry */
+            continue;
+        }
+        if (attempt >= c->opts.max_retries)
+            break;
+        if (http_code == 429) {
+            uint64_t d = ex.retry_after_s >= 0 ? (uint64_t)ex.retry_after_s * 1000 : backoff_ms(c, attempt);
+            if (d > c->opts.backoff_max_ms && ex.retry_after_s < 0)
+                d = c->opts.backoff_max_ms;
+            log_debug("throttled by server", "path=%s retry_after_ms=%llu", call->path, (unsigned long long)d);
+            c->retries++;
+            clock_sleep_ms(d);
+            continue;
+        }
+        if (retryable_code(http_code)) {
+            uint64_t d = ex.retry_after_s >= 0 ? (uint64_t)ex.retry_after_s * 1000 : backoff_ms(c, attempt);
+            log_debug("retrying after server error", "path=%s code=%ld delay_ms=%llu", call->path,
+                      http_code, (unsigned long long)d);
+            c->retries++;
+            clock_sleep_ms(d);
+            continue;
+        }
+        break;
+    }
+    buf_free(&url);
+    return rc;
+}
+
+int kube_request(struct kube_client *c, const char *method, const char *path, const char *query,
+                 const char *content_type, const char *body, cJSON **out, struct kube_status *st)
+{
+    struct call call = {.verb = method, .method = method, .path = path, .query = query,
+                        .content_type = content_type, .body = body};
+    return execute(c, &call, out, st);
+}
+
+int kube_request_stream(struct kube_client *c, const char *path, const char *query,
+                        size_t (*fn)(void *ctx, const char *data, size_t len), void *ctx,
+                        atomic_int *stop, struct kube_status *st)
+{
+    struct call call = {.verb = "WATCH", .method = "GET", .path = path, .query = query,
+                        .stream_fn = fn, .stream_ctx = ctx, .stop = stop};
+    return execute(c, &call, NULL, st);
+}
+
+static int with_body(struct kube_client *c, const char *verb, const char *method, char *path,
+                     const char *query, const char *content_type, const cJSON *obj,
+                     const char *text, cJSON **out, struct kube_status *st)
+{
+    if (!path)
+        return KUBE_ENOMEM;
+    char *body = NULL;
+    if (obj) {
+        body = cJSON_PrintUnformatted(obj);
+        if (!body) {
+            free(path);
+            return KUBE_ENOMEM;
+        }
+    }
+    struct call call = {.verb = verb, .method = method, .path = path, .query = query,
+                        .content_type = content_type, .body = obj ? body : text};
+    int rc = execute(c, &call, out, st);
+    free(body);
+    free(path);
+    return rc;
+}
+
+int kube_get(struct kube_client *c, const struct kube_resource *res, const char *ns,
+             const char *name, cJSON **out, struct kube_status *st)
+{
+    if (!name)
+        return KUBE_EINVAL;
+    return with_body(c, "GET", "GET", kube_path(res, ns, name, NULL), NULL, NULL, NULL, NULL, out, st);
+}
+
+int kube_list_page(struct kube_client *c, const struct kube_resource *res, const char *ns,
+                   const struct kube_list_opts *opts, cJSON **out, struct kube_status *st)
+{
+    struct buf q;
+    buf_init(&q, 0);
+    int rc = 0;
+    if (opts) {
+        char limit[32] = "";
+        if (opts->limit > 0)
+            snprintf(limit, sizeof(limit), "%ld", opts->limit);
+        rc = query_add(&q, "labelSelector", opts->label_selector);
+        if (rc == 0)
+            rc = query_add(&q, "fieldSelector", opts->field_selector);
+        if (rc == 0)
+            rc = query_add(&q, "limit", limit);
+        if (rc == 0)
+            rc = query_add(&q, "continue", opts->continue_token);
+        if (rc == 0)
+            rc = query_add(&q, "resourceVersion", opts->resource_version);
+        if (rc == 0)
+            rc = query_add(&q, "resourceVersionMatch", opts->resource_version_match);
+    }
+    if (rc < 0) {
+        buf_free(&q);
+        return KUBE_ENOMEM;
+    }
+    rc = with_body(c, "LIST", "GET", kube_path(res, ns, NULL, NULL), q.data, NULL, NULL, NULL, out, st);
+    buf_free(&q);
+    if (rc == 0 && (!*out || !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(*out, "items")))) {
+        /* "items": null is how the server writes an empty list in some versions */
+        if (*out && cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(*out, "items"))) {
+            cJSON_ReplaceItemInObjectCaseSensitive(*out, "items", cJSON_CreateArray());
+        } else {
+            cJSON_Delete(*out);
+            *out = NULL;
+            rc = KUBE_EDECODE;
+        }
+    }
+    return rc;
+}
+
+int kube_list_all(struct kube_client *c, const struct kube_resource *res, const char *ns,
+                  const struct kube_list_opts *opts, cJSON **items, char **resource_version,
+                  struct kube_status *st)
+{
+    *items = NULL;
+    if (resource_version)
+        *resource_version = NULL;
+    struct kube_list_opts page = {0};
+    if (opts)
+        page = *opts;
+    int rc = 0;
+    for (int restart = 0; restart < 3; restart++) {
+        cJSON *all = cJSON_CreateArray();
+        char *rv = NULL;
+        char *cont = opts && opts->continue_token ? strdup(opts->continue_token) : NULL;
+        if (!all)
+            return KUBE_ENOMEM;
+        for (;;) {
+            page.continue_token = cont;
+            cJSON *list = NULL;
+            rc = kube_list_page(c, res, ns, &page, &list, st);
+            free(cont);
+            cont = NULL;
+            if (rc < 0)
+                break;
+            if (!rv) {
+                const char *v = json_string(list, "metadata.resourceVersion");
+                rv = strdup(v ? v : "");
+            }
+            cJSON *arr = cJSON_GetObjectItemCaseSensitive(list, "items");
+            cJSON *it;
+            while ((it = cJSON_DetachItemFromArray(arr, 0)) != NULL)
+                cJSON_AddItemToArray(all, it);
+            const char *next = json_string(list, "metadata.continue");
+            if (next && *next)
+                cont = strdup(next);
+            cJSON_Delete(list);
+            if (!cont)
+                break;
+        }
+        if (rc == 0) {
+            *items = all;
+            if (resource_version)
+                *resource_version = rv;
+            else
+                free(rv);
+            return 0;
+        }
+        cJSON_Delete(all);
+        free(rv);
+        if (rc != KUBE_EGONE || !page.limit)
+            return rc;
+        /* The continue token expired mid-list: start again for a consistent snapshot. */
+        log_info("list continue token expired; listing again", "resource=%s", res->plural);
+        page.continue_token = NULL;
+    }
+    return rc;
+}
+
+int kube_create(struct kube_client *c, const struct kube_resource *res, const char *ns,
+                const cJSON *obj, cJSON **out, struct kube_status *st)
+{
+    if (!obj)
+        return KUBE_EINVAL;
+    return with_body(c, "POST", "POST", kube_path(res, ns, NULL, NULL), NULL, "application/json",
+                     obj, NULL, out, st);
+}
+
+int kube_replace(struct kube_client *c, const struct kube_resource *res, const char *ns,
+                 const char *name, const cJSON *obj, cJSON **out, struct kube_status *st)
+{
+    if (!obj || !name)
+        return KUBE_EINVAL;
+    return with_body(c, "PUT", "PUT", kube_path(res, ns, name, NULL), NULL, "application/json",
+                     obj, NULL, out, st);
+}
+
+int kube_replace_status(struct kube_client *c, const struct kube_resource *res, const char *ns,
+                        const char *name, const cJSON *obj, cJSON **out, struct kube_status *st)
+{
+    if (!obj || !name)
+        return KUBE_EINVAL;
+    return with_body(c, "PUT", "PUT", kube_path(res, ns, name, "status"), NULL,
+                     "application/json", obj, NULL, out, st);
+}
+
+int kube_patch(struct kube_client *c, const struct kube_resource *res, const char *ns,
+               const char *name, const char *body, const struct kube_patch_opts *opts, cJSON **out,
+               struct kube_status *st)
+{
+    if (!name || !body || !opts)
+        return KUBE_EINVAL;
+    static const char *types[] = {
+        [KUBE_PATCH_MERGE] = "application/merge-patch+json",
+        [KUBE_PATCH_JSON] = "application/json-patch+json",
+        [KUBE_PATCH_STRATEGIC] = "application/strategic-merge-patch+json",
+        [KUBE_PATCH_APPLY] = "application/apply-patch+yaml",
+    };
+    if ((unsigned)opts->type > KUBE_PATCH_APPLY)
+        return KUBE_EINVAL;
+    if (opts->type == KUBE_PATCH_APPLY && (!opts->field_manager || !*opts->field_manager))
+        return KUBE_EINVAL;
+    struct buf q;
+    buf_init(&q, 0);
+    int rc = query_add(&q, "fieldManager", opts->field_manager);
+    if (rc == 0 && opts->force)
+        rc = buf_append_str(&q, "&force=true");
+    if (rc < 0) {
+        buf_free(&q);
+        return KUBE_ENOMEM;
+    }
+    rc = with_body(c, "PATCH", "PATCH", kube_path(res, ns, name, opts->subresource), q.data,
+                   types[opts->type], NULL, body, out, st);
+    buf_free(&q);
+    return rc;
+}
+
+int kube_delete(struct kube_client *c, const struct kube_resource *res, const char *ns,
+                const char *name, const struct kube_delete_opts *opts, cJSON **out,
+                struct kube_status *st)
+{
+    if (!name)
+        return KUBE_EINVAL;
+    cJSON *body = NULL;
+    if (opts && (opts->precondition_uid || opts->precondition_resource_version ||
+                 opts->propagation_policy || opts->grace_period_s >= 0)) {
+        body = cJSON_CreateObject();
+        if (!body)
+            return KUBE_ENOMEM;
+        cJSON_AddStringToObject(body, "kind", "DeleteOptions");
+        cJSON_AddStringToObject(body, "apiVersion", "v1");
+        if (opts->precondition_uid || opts->precondition_resource_version) {
+            cJSON *pre = cJSON_AddObjectToObject(body, "preconditions");
+            if (opts->precondition_uid)
+                cJSON_AddStringToObject(pre, "uid", opts->precondition_uid);
+            if (opts->precondition_resource_version)
+                cJSON_AddStringToObject(pre, "resourceVersion", opts->precondition_resource_version);
+        }
+        if (opts->propagation_policy)
+            cJSON_AddStringToObject(body, "propagationPolicy", opts->propagation_policy);
+        if (opts->grace_period_s >= 0)
+            cJSON_AddNumberToObject(body, "gracePeriodSeconds", (double)opts->grace_period_s);
+    }
+    int rc = with_body(c, "DELETE", "DELETE", kube_path(res, ns, name, NULL), NULL,
+                       body ? "application/json" : NULL, body, NULL, out, st);
+    cJSON_Delete(body);
+    return rc;
+}

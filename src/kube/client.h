@@ -1,0 +1,160 @@
+/* REST client for the Kubernetes API over libcurl.
+ *
+ * One kube_client is shared by every thread of the process: it holds one connection pool
+ * (a curl share handle for connections, TLS sessions and DNS), the QPS/burst limiter and the
+ * retry policy. Objects travel as cJSON trees kept whole, so unknown fields pass through.
+ *
+ * Retries, inside every call:
+ *  - 5xx answers and transport errors: exponential backoff with jitter, at most max_retries;
+ *  - 429: waits the Retry-After seconds (bounded by backoff_max_ms) and retries;
+ *  - 401: the token is re-read once (kube_config_invalidate_token) and the request repeated.
+ * Every other non-2xx answer is returned as the code of its Status reason (errors.h), with the
+ * decoded Status in *status when the caller passes one. */
+#ifndef KUBE_CLIENT_H
+#define KUBE_CLIENT_H
+
+#include <cjson/cJSON.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kube/config.h"
+#include "kube/errors.h"
+
+struct kube_resource {
+    const char *group;   /* "" for the core group */
+    const char *version; /* "v1" */
+    const char *plural;  /* "pods" */
+    const char *kind;    /* "Pod" */
+    bool namespaced;
+};
+
+extern const struct kube_resource KUBE_PODS, KUBE_SERVICES, KUBE_CONFIGMAPS, KUBE_SECRETS,
+    KUBE_EVENTS, KUBE_NAMESPACES, KUBE_LEASES, KUBE_JOBS;
+
+struct kube_client_options {
+    double qps;               /* client-side limit; default 20; < 0 disables */
+    int burst;                /* default 30 */
+    int max_retries;          /* for 5xx, transport errors and 429; default 5 */
+    uint64_t backoff_base_ms; /* default 100 */
+    uint64_t backoff_max_ms;  /* default 5000 */
+    size_t max_body;          /* response body cap; default 64 MiB */
+    size_t max_watch_line;    /* one watch event's cap; default 16 MiB */
+    long timeout_ms;          /* whole-request timeout for non-watch calls; default 30000 */
+    const char *user_agent;   /* default "mpijob-operator" */
+};
+
+/* The decoded Status of a failed call. */
+struct kube_status {
+    long http_code;
+    char reason[48];   /* "NotFound", "AlreadyExists", "Conflict", ... ("" when none) */
+    char *message;     /* owned; NULL when none */
+    cJSON *details;    /* owned; the Status "details" (name, kind, causes[]); NULL when none */
+    char *continue_token; /* owned; a 410 Expired list's fresh token, when the server gave one */
+    int retry_after_s; /* from Retry-After, -1 when absent */
+};
+void kube_status_clear(struct kube_status *st);
+
+struct kube_client;
+
+/* Takes ownership of cfg (freed by kube_client_free, also on failure). opts may be NULL. */
+int kube_client_new(struct kube_config *cfg, const struct kube_client_options *opts,
+                    struct kube_client **out);
+void kube_client_free(struct kube_client *c);
+struct kube_config *kube_client_config(struct kube_client *c);
+
+/* Statistics, for metrics and tests. */
+struct kube_client_stats {
+    uint64_t requests;      /* HTTP requests sent, retries included */
+    uint64_t retries;
+    uint64_t throttled_ms;  /* time spent waiting in the client-side limiter */
+    uint64_t token_reloads;
+};
+void kube_client_stats(struct kube_client *c, struct kube_client_stats *out);
+
+/* Called after every HTTP exchange (verb like "GET", "LIST", "WATCH", "POST"..., HTTP code or
+ * 0 for a transport error). Optional; for metrics. */
+typedef void (*kube_request_observer)(void *ctx, const char *verb, long http_code, uint64_t ms);
+void kube_client_set_observer(struct kube_client *c, kube_request_observer fn, void *ctx);
+
+/* Paths. Builds "/api/v1/namespaces/ns/pods/name/status" and the like, each segment
+ * percent-encoded. ns and name may be NULL; subresource may be NULL. Caller frees. */
+char *kube_path(const struct kube_resource *res, const char *ns, const char *name,
+                const char *subresource);
+/* Percent-encodes a query value (RFC 3986 unreserved kept). Caller frees. */
+char *kube_escape(const char *s);
+
+/* A raw request. path is already encoded; query (without '?') may be NULL; body may be NULL.
+ * *out receives the parsed JSON body of a 2xx answer (caller cJSON_Delete's), may be NULL. */
+int kube_request(struct kube_client *c, const char *method, const char *path, const char *query,
+                 const char *content_type, const char *body, cJSON **out, struct kube_status *st);
+
+/* A streaming GET (watch): bytes of a 2xx answer go to fn as they arrive; fn returns len to
+ * continue, anything else to stop (then KUBE_ECANCELED). A non-2xx answer is decoded as usual.
+ * stop (optional) is polled at least once a second. A stream that has started is not retried. */
+int kube_request_stream(struct kube_client *c, const char *path, const char *query,
+                        size_t (*fn)(void *ctx, const char *data, size_t len), void *ctx,
+                        atomic_int *stop, struct kube_status *st);
+
+/* The options in force (defaults filled in). */
+const struct kube_client_options *kube_client_options(struct kube_client *c);
+
+int kube_get(struct kube_client *c, const struct kube_resource *res, const char *ns,
+             const char *name, cJSON **out, struct kube_status *st);
+
+struct kube_list_opts {
+    const char *label_selector;
+    const char *field_selector;
+    long limit;                  /* 0: no limit */
+    const char *continue_token;
+    const char *resource_version;
+    const char *resource_version_match; /* "NotOlderThan", "Exact" */
+};
+/* One page: the List object as returned (items, metadata.continue, metadata.resourceVersion). */
+int kube_list_page(struct kube_client *c, const struct kube_resource *res, const char *ns,
+                   const struct kube_list_opts *opts, cJSON **out, struct kube_status *st);
+/* Every page, following metadata.continue. *items gets one array of all items (caller frees),
+ * *resource_version the list's resourceVersion (caller frees). When a continue token expires
+ * (410) the whole list starts again, at most 3 times. */
+int kube_list_all(struct kube_client *c, const struct kube_resource *res, const char *ns,
+                  const struct kube_list_opts *opts, cJSON **items, char **resource_version,
+                  struct kube_status *st);
+
+int kube_create(struct kube_client *c, const struct kube_resource *res, const char *ns,
+                const cJSON *obj, cJSON **out, struct kube_status *st);
+/* PUT: obj must carry metadata.resourceVersion for optimistic concurrency (Conflict if stale). */
+int kube_replace(struct kube_client *c, const struct kube_resource *res, const char *ns,
+                 const char *name, const cJSON *obj, cJSON **out, struct kube_status *st);
+/* PUT on the /status subresource. */
+int kube_replace_status(struct kube_client *c, const struct kube_resource *res, const char *ns,
+                        const char *name, const cJSON *obj, cJSON **out, struct kube_status *st);
+
+enum kube_patch_type {
+    KUBE_PATCH_MERGE,     /* application/merge-patch+json */
+    KUBE_PATCH_JSON,      /* application/json-patch+json */
+    KUBE_PATCH_STRATEGIC, /* application/strategic-merge-patch+json (built-in kinds only) */
+    KUBE_PATCH_APPLY,     /* application/apply-patch+yaml: server-side apply */
+};
+struct kube_patch_opts {
+    enum kube_patch_type type;
+    const char *subresource;   /* NULL or "status" */
+    const char *field_manager; /* required for APPLY */
+    bool force;                /* APPLY: take ownership of conflicting fields */
+};
+int kube_patch(struct kube_client *c, const struct kube_resource *res, const char *ns,
+               const char *name, const char *body, const struct kube_patch_opts *opts, cJSON **out,
+               struct kube_status *st);
+
+struct kube_delete_opts {
+    const char *precondition_uid;
+    const char *precondition_resource_version;
+    const char *propagation_policy; /* "Foreground", "Background", "Orphan" or NULL */
+    long grace_period_s;            /* -1: server default */
+};
+/* *out (may be NULL) receives the object or Status the server returned. */
+int kube_delete(struct kube_client *c, const struct kube_resource *res, const char *ns,
+                const char *name, const struct kube_delete_opts *opts, cJSON **out,
+                struct kube_status *st);
+
+#endif

@@ -1,0 +1,23 @@
+/* Time helpers: a monotonic clock for timeouts and backoff, wall time for API timestamps. */
+#ifndef UTIL_CLOCK_H
+#define UTIL_CLOCK_H
+
+#include <stdint.h>
+#include <time.h>
+
+/* Milliseconds on CLOCK_MONOTONIC. */
+uint64_t clock_now_ms(void);
+/* Sleeps for ms milliseconds (restarts after signals). */
+void clock_sleep_ms(uint64_t ms);
+/* Fills ts with the absolute CLOCK_REALTIME time ms from now, for pthread_cond_timedwait. */
+void clock_deadline_realtime(struct timespec *ts, uint64_t ms_from_now);
+/* RFC 3339 UTC "2026-11-21T13:05:33Z" (Kubernetes metav1.Time); out needs 21 bytes. */
+void clock_rfc3339(time_t t, char out[21]);
+/* RFC 3339 with microseconds "2026-11-21T13:05:33.123456Z" (metav1.MicroTime); out needs 28. */
+void clock_rfc3339_micro(char out[28]);
+/* Parses RFC 3339 (with optional fraction, 'Z' or +hh:mm offset). 0 on success, -EINVAL. */
+int clock_parse_rfc3339(const char *s, time_t *out);
+/* A pseudo-random integer in [0, n) from a thread-local generator, for jitter. */
+uint64_t clock_jitter(uint64_t n);
+
+#endif

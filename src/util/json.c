@@ -1,0 +1,87 @@
+#include "util/json.h"
+
+#include <errno.h>
+#include <string.h>
+
+cJSON *json_path(const cJSON *root, const char *dotted)
+{
+    const cJSON *cur = root;
+    const char *p = dotted;
+    char part[256];
+    while (cur && *p) {
+        const char *dot = strchr(p, '.');
+        size_t n = dot ? (size_t)(dot - p) : strlen(p);
+        if (n >= sizeof(part))
+            return NULL;
+        memcpy(part, p, n);
+        part[n] = 0;
+        if (!cJSON_IsObject(cur))
+            return NULL;
+        cur = cJSON_GetObjectItemCaseSensitive(cur, part);
+        p = dot ? dot + 1 : p + n;
+    }
+    return (cJSON *)cur;
+}
+
+const char *json_string(const cJSON *root, const char *dotted)
+{
+    const cJSON *v = json_path(root, dotted);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+long long json_int(const cJSON *root, const char *dotted, long long def)
+{
+    const cJSON *v = json_path(root, dotted);
+    return cJSON_IsNumber(v) ? (long long)v->valuedouble : def;
+}
+
+bool json_bool(const cJSON *root, const char *dotted, bool def)
+{
+    const cJSON *v = json_path(root, dotted);
+    return cJSON_IsBool(v) ? cJSON_IsTrue(v) : def;
+}
+
+cJSON *json_ensure_object(cJSON *root, const char *dotted)
+{
+    cJSON *cur = root;
+    const char *p = dotted;
+    char part[256];
+    while (*p) {
+        const char *dot = strchr(p, '.');
+        size_t n = dot ? (size_t)(dot - p) : strlen(p);
+        if (n >= sizeof(part))
+            return NULL;
+        memcpy(part, p, n);
+        part[n] = 0;
+        cJSON *next = cJSON_GetObjectItemCaseSensitive(cur, part);
+        if (!next) {
+            next = cJSON_AddObjectToObject(cur, part);
+            if (!next)
+                return NULL;
+        } else if (!cJSON_IsObject(next)) {
+            return NULL;
+        }
+        cur = next;
+        p = dot ? dot + 1 : p + n;
+    }
+    return cur;
+}
+
+int json_set_string(cJSON *obj, const char *name, const char *value)
+{
+    cJSON *s = cJSON_CreateString(value);
+    if (!s)
+        return -ENOMEM;
+    if (cJSON_GetObjectItemCaseSensitive(obj, name)) {
+        if (!cJSON_ReplaceItemInObjectCaseSensitive(obj, name, s)) {
+            cJSON_Delete(s);
+            return -ENOMEM;
+        }
+    } else if (!cJSON_AddItemToObject(obj, name, s)) {
+        cJSON_Delete(s);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+char *json_print(const cJSON *obj) { return cJSON_PrintUnformatted(obj); }

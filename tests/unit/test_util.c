@@ -1,0 +1,160 @@
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util/buf.h"
+#include "util/clock.h"
+#include "util/json.h"
+#include "util/log.h"
+#include "util/strmap.h"
+
+Test(buf, appends_and_stays_terminated)
+{
+    struct buf b;
+    buf_init(&b, 0);
+    cr_assert_eq(buf_append_str(&b, "abc"), 0);
+    cr_assert_eq(buf_printf(&b, "-%d", 42), 0);
+    cr_assert_str_eq(b.data, "abc-42");
+    buf_consume(&b, 2);
+    cr_assert_str_eq(b.data, "c-42");
+    char *s = buf_steal(&b);
+    cr_assert_str_eq(s, "c-42");
+    cr_assert_null(b.data);
+    free(s);
+}
+
+Test(buf, refuses_to_pass_its_cap_and_keeps_content)
+{
+    struct buf b;
+    buf_init(&b, 8);
+    cr_assert_eq(buf_append(&b, "12345678", 8), 0);
+    cr_assert_eq(buf_append(&b, "9", 1), -E2BIG);
+    cr_assert_eq(b.len, 8);
+    cr_assert_str_eq(b.data, "12345678");
+    cr_assert_eq(buf_printf(&b, "%s", "x"), -E2BIG);
+    buf_free(&b);
+    buf_init(&b, 4);
+    cr_assert_eq(buf_append(&b, "123456", 6), -E2BIG);
+    cr_assert_eq(b.len, 0);
+    buf_free(&b);
+}
+
+Test(strmap, put_get_replace_remove_and_grow)
+{
+    struct strmap *m = strmap_new(free);
+    char key[32];
+    for (int i = 0; i < 5000; i++) {
+        snprintf(key, sizeof(key), "k%d", i);
+        char *v = malloc(16);
+        snprintf(v, 16, "v%d", i);
+        cr_assert_eq(strmap_put(m, key, v), 0);
+    }
+    cr_assert_eq(strmap_size(m), 5000);
+    cr_assert_str_eq(strmap_get(m, "k4321"), "v4321");
+    cr_assert_eq(strmap_put(m, "k1", strdup("new")), 0);
+    cr_assert_str_eq(strmap_get(m, "k1"), "new");
+    cr_assert_eq(strmap_size(m), 5000);
+    for (int i = 0; i < 5000; i += 2) {
+        snprintf(key, sizeof(key), "k%d", i);
+        strmap_remove(m, key);
+    }
+    cr_assert_eq(strmap_size(m), 2500);
+    cr_assert_null(strmap_get(m, "k2"));
+    cr_assert_str_eq(strmap_get(m, "k3"), "v3");
+    size_t it = 0, n = 0;
+    const char *k;
+    while (strmap_next(m, &it, &k, NULL))
+        n++;
+    cr_assert_eq(n, 2500);
+    /* remove + re-add churn must not grow without bound nor lose keys */
+    for (int round = 0; round < 20; round++)
+        for (int i = 1; i < 5000; i += 2) {
+            snprintf(key, sizeof(key), "k%d", i);
+            char *v = strmap_take(m, key);
+            cr_assert_not_null(v);
+            cr_assert_eq(strmap_put(m, key, v), 0);
+        }
+    cr_assert_eq(strmap_size(m), 2500);
+    strmap_free(m);
+}
+
+Test(json, paths_and_defaults)
+{
+    cJSON *o = cJSON_Parse("{\"metadata\":{\"name\":\"p\",\"generation\":3,\"x\":true},\"a\":[1]}");
+    cr_assert_str_eq(json_string(o, "metadata.name"), "p");
+    cr_assert_null(json_string(o, "metadata.generation"));
+    cr_assert_eq(json_int(o, "metadata.generation", -1), 3);
+    cr_assert_eq(json_int(o, "metadata.missing", -1), -1);
+    cr_assert(json_bool(o, "metadata.x", false));
+    cr_assert_null(json_path(o, "a.b"));
+    cJSON *s = json_ensure_object(o, "status.replicaStatuses");
+    cr_assert_not_null(s);
+    cr_assert_null(json_ensure_object(o, "metadata.name.x"));
+    cr_assert_eq(json_set_string(s, "k", "v1"), 0);
+    cr_assert_eq(json_set_string(s, "k", "v2"), 0);
+    cr_assert_str_eq(json_string(o, "status.replicaStatuses.k"), "v2");
+    cJSON_Delete(o);
+}
+
+Test(clock, rfc3339_round_trip)
+{
+    char s[21];
+    clock_rfc3339(1795000000, s);
+    cr_assert_str_eq(s, "2026-11-18T11:06:40Z");
+    time_t t;
+    cr_assert_eq(clock_parse_rfc3339(s, &t), 0);
+    cr_assert_eq(t, 1795000000);
+    cr_assert_eq(clock_parse_rfc3339("2026-11-18T12:06:40.123+01:00", &t), 0);
+    cr_assert_eq(t, 1795000000);
+    cr_assert_eq(clock_parse_rfc3339("yesterday", &t), -EINVAL);
+    cr_assert_eq(clock_parse_rfc3339("2026-11-19T09:46:40", &t), -EINVAL);
+    char m[28];
+    clock_rfc3339_micro(m);
+    cr_assert_eq(strlen(m), 27);
+    cr_assert_eq(m[26], 'Z');
+    cr_assert_eq(m[19], '.');
+}
+
+Test(clock, jitter_stays_in_range)
+{
+    for (int i = 0; i < 1000; i++)
+        cr_assert_lt(clock_jitter(7), 7);
+    cr_assert_eq(clock_jitter(0), 0);
+}
+
+static char *capture_log(void (*fn)(void))
+{
+    int fds[2];
+    cr_assert_eq(pipe(fds), 0);
+    log_set_fd(fds[1]);
+    fn();
+    log_set_fd(2);
+    close(fds[1]);
+    static char out[4096];
+    ssize_t n = read(fds[0], out, sizeof(out) - 1);
+    close(fds[0]);
+    out[n > 0 ? n : 0] = 0;
+    return out;
+}
+
+static void write_two(void)
+{
+    log_set_format(LOG_TEXT);
+    log_info("watch restarted", "resource=%s rv=%d", "pods", 42);
+    log_set_format(LOG_JSON);
+    log_warn("quoted \"msg\"", "error=\"connection refused\" n=1");
+    log_set_format(LOG_TEXT);
+    log_debug("hidden", "x=%d", 1);
+}
+
+Test(log, text_and_json_records)
+{
+    char *out = capture_log(write_two);
+    cr_assert_not_null(strstr(out, " INFO watch restarted resource=pods rv=42\n"), "%s", out);
+    cr_assert_not_null(strstr(out, "\"level\":\"warn\",\"msg\":\"quoted \\\"msg\\\"\","
+                                   "\"error\":\"connection refused\",\"n\":\"1\"}\n"), "%s", out);
+    cr_assert_null(strstr(out, "hidden"));
+}
