@@ -74,7 +74,7 @@ test: deps
 # ---- fuzzing (clang-14 + libFuzzer) ----------------------------------------
 FUZZ_CC      ?= clang-14
 FUZZ_SECONDS ?= 60
-FUZZ_FLAGS   := -std=gnu11 -D_GNU_SOURCE -Isrc -Itests $(PKG_CFLAGS) -g -O1 -fsanitize=fuzzer,address,undefined
+FUZZ_FLAGS   := -std=gnu11 -D_GNU_SOURCE -Isrc -Itests $(PKG_CFLAGS) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
 FUZZ_TARGETS := $(patsubst tests/fuzz/%.c,build/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
 
 build/fuzz/%: tests/fuzz/%.c $(KUBE_SRC)

@@ -320,6 +320,10 @@ static int perform(struct kube_client *c, const char *method, const char *url,
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    /* A watch can sit idle for minutes: keepalives notice a peer that vanished without a FIN. */
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPIDLE, 30L);
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPINTVL, 10L);
     if (timeout_ms > 0)
         curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
     if (body) {

@@ -6,7 +6,7 @@
  *
  * Retries, inside every call:
  *  - 5xx answers and transport errors: exponential backoff with jitter, at most max_retries;
- *  - 429: waits the Retry-After seconds (bounded by backoff_max_ms) and retries;
+ *  - 429: waits the Retry-After seconds (backoff when absent) and retries;
  *  - 401: the token is re-read once (kube_config_invalidate_token) and the request repeated.
  * Every other non-2xx answer is returned as the code of its Status reason (errors.h), with the
  * decoded Status in *status when the caller passes one. */

@@ -36,7 +36,8 @@ struct kube_object *kube_object_new(cJSON *tree, int strip_managed_fields)
     if (!rv)
         rv = "";
 
-    char *json = cJSON_PrintUnformatted(tree);
+    /* One print buffer of a typical object size: cJSON otherwise starts at 256 bytes and grows. */
+    char *json = cJSON_PrintBuffered(tree, 4096, 0);
     if (!json)
         return NULL;
     size_t json_len = strlen(json);

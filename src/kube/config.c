@@ -1,0 +1,1320 @@
+/* Kubeconfig and in-cluster configuration.
+ *
+ * A kubeconfig is read with libyaml's event API into a small tree (depth- and size-capped,
+ * aliases resolved to nodes that already ended, so the tree has no cycles), then walked for
+ * the few fields we use. Several files ($KUBECONFIG) stay parsed side by side and every name
+ * is looked up in file order, which is kubectl's "first file to define a name wins". */
+#include "kube/config.h"
+
+#include "kube/errors.h"
+#include "util/buf.h"
+#include "util/clock.h"
+#include "util/log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <yaml.h>
+
+#define KUBECONFIG_MAX_BYTES ((size_t)16 << 20)
+#define CREDENTIAL_FILE_MAX_BYTES ((size_t)16 << 20) /* CA bundles can be large */
+#define TOKEN_FILE_MAX_BYTES ((size_t)1 << 20)
+#define YAML_MAX_DEPTH 64
+#define YAML_MAX_NODES ((size_t)1 << 20) /* nodes, counting an alias as the nodes it stands for */
+#define YAML_MAX_ANCHORS 1024
+#define NAME_MAX_SHOWN 200 /* longest name quoted in an error message */
+
+/* ---- errors ------------------------------------------------------------------------------ */
+
+static int fail(char *err, size_t err_len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static int fail(char *err, size_t err_len, const char *fmt, ...)
+{
+    if (err && err_len > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, err_len, fmt, ap);
+        va_end(ap);
+    }
+    return KUBE_ECONFIG;
+}
+
+static int fail_nomem(char *err, size_t err_len)
+{
+    if (err && err_len > 0)
+        snprintf(err, err_len, "out of memory while loading the Kubernetes configuration");
+    return KUBE_ENOMEM;
+}
+
+static const char *errno_text(int code, char *buf, size_t len)
+{
+    switch (code) {
+    case EFBIG:
+    case E2BIG:
+        return "file too large";
+    case EISDIR:
+        return "not a regular file";
+    default:
+        return strerror_r(code, buf, len);
+    }
+}
+
+/* ---- files ------------------------------------------------------------------------------- */
+
+/* Reads a whole regular file of at most max bytes into a NUL-terminated buffer.
+ * Returns 0 or a negative errno (-EFBIG when too large, -EISDIR when not a regular file). */
+static int read_file(const char *path, size_t max, char **out, size_t *out_len)
+{
+    *out = NULL;
+    *out_len = 0;
+    /* O_NONBLOCK: a FIFO given by mistake must not hang the loader; it is refused below. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        int e = errno;
+        close(fd);
+        return -e;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return -EISDIR;
+    }
+    if ((uint64_t)st.st_size > max) {
+        close(fd);
+        return -EFBIG;
+    }
+    struct buf b;
+    buf_init(&b, max);
+    int rc = 0;
+    for (;;) {
+        char chunk[16384];
+        ssize_t n = read(fd, chunk, sizeof(chunk));
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            rc = -errno;
+            break;
+        }
+        if (n == 0)
+            break;
+        rc = buf_append(&b, chunk, (size_t)n);
+        if (rc == -E2BIG)
+            rc = -EFBIG;
+        if (rc < 0)
+            break;
+    }
+    close(fd);
+    if (rc == 0 && !b.data)
+        rc = buf_append(&b, "", 0); /* an empty file still gets its terminator */
+    if (rc < 0) {
+        buf_free(&b);
+        return rc;
+    }
+    *out_len = b.len;
+    *out = buf_steal(&b);
+    return 0;
+}
+
+/* path when absolute or when there is no base directory, else base_dir/path. */
+static char *resolve_path(const char *base_dir, const char *path)
+{
+    char *full;
+    if (path[0] == '/' || !base_dir || !base_dir[0])
+        return strdup(path);
+    if (asprintf(&full, "%s/%s", base_dir, path) < 0)
+        return NULL;
+    return full;
+}
+
+/* The directory of a file, made absolute so that a later chdir cannot change what a
+ * tokenFile path means. */
+static char *directory_of(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    char *dir;
+    if (!slash)
+        dir = strdup(".");
+    else if (slash == path)
+        dir = strdup("/");
+    else
+        dir = strndup(path, (size_t)(slash - path));
+    if (!dir || dir[0] == '/')
+        return dir;
+    char cwd[PATH_MAX];
+    if (!getcwd(cwd, sizeof(cwd)))
+        return dir;
+    char *abs;
+    int n = strcmp(dir, ".") == 0 ? asprintf(&abs, "%s", cwd) : asprintf(&abs, "%s/%s", cwd, dir);
+    free(dir);
+    return n < 0 ? NULL : abs;
+}
+
+static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+
+static bool has_control_chars(const char *s, size_t len)
+{
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c < 0x20 || c == 0x7f)
+            return true;
+    }
+    return false;
+}
+
+/* Reads a token file: surrounding whitespace (the usual trailing newline) trimmed, and
+ * refused when empty or when it holds control characters, which would corrupt the
+ * Authorization header. On failure writes the reason and returns -1. */
+static int read_token_file(const char *path, char **out, char *reason, size_t reason_len)
+{
+    char *data;
+    size_t len;
+    char ebuf[128];
+    *out = NULL;
+    int rc = read_file(path, TOKEN_FILE_MAX_BYTES, &data, &len);
+    if (rc < 0) {
+        snprintf(reason, reason_len, "%s", errno_text(-rc, ebuf, sizeof(ebuf)));
+        return -1;
+    }
+    size_t start = 0;
+    while (start < len && is_space(data[start]))
+        start++;
+    while (len > start && is_space(data[len - 1]))
+        len--;
+    if (len == start) {
+        snprintf(reason, reason_len, "the file is empty");
+        OPENSSL_cleanse(data, len);
+        free(data);
+        return -1;
+    }
+    if (has_control_chars(data + start, len - start)) {
+        snprintf(reason, reason_len, "the token holds control characters");
+        OPENSSL_cleanse(data, len);
+        free(data);
+        return -1;
+    }
+    *out = strndup(data + start, len - start);
+    OPENSSL_cleanse(data, len);
+    free(data);
+    if (!*out) {
+        snprintf(reason, reason_len, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- base64 ------------------------------------------------------------------------------ */
+
+static bool is_base64_char(unsigned char c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' ||
+           c == '/';
+}
+
+/* Standard base64 as Go's encoding/base64 writes it; whitespace (line breaks of a folded
+ * YAML scalar) is skipped and missing padding is tolerated. Returns 0, -EINVAL or -ENOMEM.
+ * The output is NUL-terminated; out_len excludes the terminator. */
+static int base64_decode(const char *in, size_t in_len, char **out, size_t *out_len)
+{
+    *out = NULL;
+    *out_len = 0;
+    unsigned char *clean = malloc(in_len + 4);
+    if (!clean)
+        return -ENOMEM;
+    size_t n = 0, pad = 0;
+    for (size_t i = 0; i < in_len; i++) {
+        unsigned char c = (unsigned char)in[i];
+        if (is_space((char)c))
+            continue;
+        if (c == '=') {
+            pad++;
+        } else if (is_base64_char(c) && pad == 0) {
+            clean[n++] = c;
+        } else {
+            free(clean);
+            return -EINVAL; /* a foreign byte, or data after the padding */
+        }
+    }
+    /* n data characters: a final group of 1 is impossible, and padding must complete the
+     * last group exactly when present. */
+    if (n == 0 || n % 4 == 1 || pad > 2 || (pad > 0 && (n + pad) % 4 != 0)) {
+        free(clean);
+        return -EINVAL;
+    }
+    size_t missing = (4 - n % 4) % 4;
+    for (size_t i = 0; i < missing; i++)
+        clean[n + i] = '=';
+    size_t total = n + missing;
+    unsigned char *decoded = malloc(total / 4 * 3 + 1);
+    if (!decoded) {
+        free(clean);
+        return -ENOMEM;
+    }
+    int got = total > INT_MAX ? -1 : EVP_DecodeBlock(decoded, clean, (int)total);
+    free(clean);
+    if (got < 0 || (size_t)got < missing) {
+        free(decoded);
+        return -EINVAL;
+    }
+    *out_len = (size_t)got - missing;
+    decoded[*out_len] = '\0';
+    *out = (char *)decoded;
+    return 0;
+}
+
+/* ---- a YAML tree from libyaml events ----------------------------------------------------- */
+
+enum ynode_kind { YNODE_SCALAR, YNODE_SEQUENCE, YNODE_MAPPING };
+
+struct ynode {
+    enum ynode_kind kind;
+    size_t line, column;  /* 1-based position where the node starts */
+    char *value;          /* scalar text, NUL-terminated; may hold NUL bytes before len */
+    size_t len;
+    bool plain;           /* scalar written without quotes (so `null` means null) */
+    struct ynode **items; /* sequence items; mapping keys and values alternating */
+    size_t count, cap;
+    size_t weight;        /* nodes in this subtree, aliased subtrees counted in full */
+    char *anchor;         /* a collection's anchor, registered when the collection ends */
+    struct ynode *next;   /* all nodes of a tree, for freeing */
+};
+
+struct ytree {
+    struct ynode *nodes;
+    size_t weight;      /* nodes plus what aliases stand for, against YAML_MAX_NODES */
+    struct ynode *root; /* NULL for an empty stream or an empty document */
+};
+
+struct yanchor {
+    char *name;
+    struct ynode *node;
+};
+
+struct yloader {
+    struct ytree *tree;
+    struct ynode *stack[YAML_MAX_DEPTH];
+    size_t depth;
+    struct yanchor *anchors;
+    size_t anchor_count;
+    bool have_root;
+};
+
+static void ytree_free(struct ytree *t)
+{
+    struct ynode *n = t->nodes;
+    while (n) {
+        struct ynode *next = n->next;
+        free(n->value);
+        free(n->items);
+        free(n->anchor);
+        free(n);
+        n = next;
+    }
+    memset(t, 0, sizeof(*t));
+}
+
+static const char *ynode_kind_name(const struct ynode *n)
+{
+    switch (n->kind) {
+    case YNODE_SCALAR:
+        return "a string";
+    case YNODE_SEQUENCE:
+        return "a list";
+    default:
+        return "a mapping";
+    }
+}
+
+static struct ynode *ynode_new(struct ytree *t, enum ynode_kind kind, yaml_mark_t mark)
+{
+    struct ynode *n = calloc(1, sizeof(*n));
+    if (!n)
+        return NULL;
+    n->kind = kind;
+    n->weight = 1;
+    n->line = mark.line + 1;
+    n->column = mark.column + 1;
+    n->next = t->nodes;
+    t->nodes = n;
+    return n;
+}
+
+static int ynode_push(struct ynode *parent, struct ynode *child)
+{
+    if (parent->count == parent->cap) {
+        size_t cap = parent->cap ? parent->cap * 2 : 4;
+        struct ynode **items = realloc(parent->items, cap * sizeof(*items));
+        if (!items)
+            return -ENOMEM;
+        parent->items = items;
+        parent->cap = cap;
+    }
+    parent->items[parent->count++] = child;
+    parent->weight += child->weight; /* bounded: every weight is at most YAML_MAX_NODES */
+    return 0;
+}
+
+/* Attaches a finished node (or an alias to one) to the open collection or makes it the root. */
+static int yloader_attach(struct yloader *l, struct ynode *n)
+{
+    if (l->depth > 0)
+        return ynode_push(l->stack[l->depth - 1], n);
+    if (!l->have_root) {
+        l->tree->root = n;
+        l->have_root = true;
+    }
+    return 0;
+}
+
+static int yloader_anchor(struct yloader *l, const char *name, struct ynode *n)
+{
+    if (l->anchor_count == YAML_MAX_ANCHORS)
+        return -E2BIG;
+    if (l->anchor_count % 16 == 0) {
+        struct yanchor *a = realloc(l->anchors, (l->anchor_count + 16) * sizeof(*a));
+        if (!a)
+            return -ENOMEM;
+        l->anchors = a;
+    }
+    char *copy = strdup(name);
+    if (!copy)
+        return -ENOMEM;
+    l->anchors[l->anchor_count].name = copy;
+    l->anchors[l->anchor_count].node = n;
+    l->anchor_count++;
+    return 0;
+}
+
+static struct ynode *yloader_alias(const struct yloader *l, const char *name)
+{
+    /* A later anchor of the same name replaces an earlier one. */
+    for (size_t i = l->anchor_count; i > 0; i--)
+        if (strcmp(l->anchors[i - 1].name, name) == 0)
+            return l->anchors[i - 1].node;
+    return NULL;
+}
+
+static void yaml_problem(const yaml_parser_t *p, char *msg, size_t len)
+{
+    const char *problem = p->problem ? p->problem : "invalid YAML";
+    if (p->error == YAML_MEMORY_ERROR) {
+        snprintf(msg, len, "out of memory while parsing YAML");
+    } else if (p->error == YAML_READER_ERROR) {
+        if (p->problem_value != -1)
+            snprintf(msg, len, "byte offset %zu: %s (byte 0x%02X)", p->problem_offset, problem,
+                     (unsigned)p->problem_value & 0xffu);
+        else
+            snprintf(msg, len, "byte offset %zu: %s", p->problem_offset, problem);
+    } else if (p->context) {
+        snprintf(msg, len, "line %zu column %zu: %s (%s at line %zu column %zu)", p->problem_mark.line + 1,
+                 p->problem_mark.column + 1, problem, p->context, p->context_mark.line + 1,
+                 p->context_mark.column + 1);
+    } else {
+        snprintf(msg, len, "line %zu column %zu: %s", p->problem_mark.line + 1, p->problem_mark.column + 1,
+                 problem);
+    }
+}
+
+/* Handles one event. Returns 0, -ENOMEM, or -EINVAL with msg written. */
+static int yloader_event(struct yloader *l, const yaml_event_t *ev, char *msg, size_t msg_len)
+{
+    struct ytree *t = l->tree;
+    struct ynode *n;
+    const char *anchor = NULL;
+
+    if (ev->type == YAML_SCALAR_EVENT || ev->type == YAML_SEQUENCE_START_EVENT ||
+        ev->type == YAML_MAPPING_START_EVENT) {
+        if (++t->weight > YAML_MAX_NODES) {
+            snprintf(msg, msg_len, "line %zu column %zu: more than %zu YAML nodes", ev->start_mark.line + 1,
+                     ev->start_mark.column + 1, YAML_MAX_NODES);
+            return -EINVAL;
+        }
+    }
+
+    switch (ev->type) {
+    case YAML_ALIAS_EVENT:
+        n = yloader_alias(l, (const char *)ev->data.alias.anchor);
+        if (!n) {
+            /* Includes an alias to a collection that is still open: refusing it keeps the
+             * tree free of cycles. */
+            snprintf(msg, msg_len, "line %zu column %zu: unknown anchor \"%.*s\"", ev->start_mark.line + 1,
+                     ev->start_mark.column + 1, NAME_MAX_SHOWN, (const char *)ev->data.alias.anchor);
+            return -EINVAL;
+        }
+        /* Walking the tree visits an aliased subtree once per use: counting it in full keeps
+         * "billion laughs" documents from costing more than a large plain one. */
+        t->weight += n->weight;
+        if (t->weight > YAML_MAX_NODES) {
+            snprintf(msg, msg_len, "line %zu column %zu: aliases expand to more than %zu YAML nodes",
+                     ev->start_mark.line + 1, ev->start_mark.column + 1, YAML_MAX_NODES);
+            return -EINVAL;
+        }
+        return yloader_attach(l, n);
+
+    case YAML_SCALAR_EVENT:
+        n = ynode_new(t, YNODE_SCALAR, ev->start_mark);
+        if (!n)
+            return -ENOMEM;
+        n->len = ev->data.scalar.length;
+        n->value = malloc(n->len + 1);
+        if (!n->value)
+            return -ENOMEM;
+        memcpy(n->value, ev->data.scalar.value, n->len);
+        n->value[n->len] = '\0';
+        n->plain = ev->data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
+        if (ev->data.scalar.anchor) {
+            int rc = yloader_anchor(l, (const char *)ev->data.scalar.anchor, n);
+            if (rc == -E2BIG) {
+                snprintf(msg, msg_len, "line %zu column %zu: more than %d anchors", ev->start_mark.line + 1,
+                         ev->start_mark.column + 1, YAML_MAX_ANCHORS);
+                return -EINVAL;
+            }
+            if (rc < 0)
+                return rc;
+        }
+        return yloader_attach(l, n);
+
+    case YAML_SEQUENCE_START_EVENT:
+    case YAML_MAPPING_START_EVENT:
+        if (l->depth == YAML_MAX_DEPTH) {
+            snprintf(msg, msg_len, "line %zu column %zu: nested deeper than %d levels", ev->start_mark.line + 1,
+                     ev->start_mark.column + 1, YAML_MAX_DEPTH);
+            return -EINVAL;
+        }
+        n = ynode_new(t, ev->type == YAML_MAPPING_START_EVENT ? YNODE_MAPPING : YNODE_SEQUENCE, ev->start_mark);
+        if (!n)
+            return -ENOMEM;
+        anchor = ev->type == YAML_MAPPING_START_EVENT ? (const char *)ev->data.mapping_start.anchor
+                                                      : (const char *)ev->data.sequence_start.anchor;
+        if (anchor && !(n->anchor = strdup(anchor)))
+            return -ENOMEM;
+        l->stack[l->depth++] = n;
+        return 0;
+
+    case YAML_SEQUENCE_END_EVENT:
+    case YAML_MAPPING_END_EVENT:
+        if (l->depth == 0)
+            return 0; /* libyaml never sends this; nothing to close */
+        n = l->stack[--l->depth];
+        if (n->anchor) {
+            int rc = yloader_anchor(l, n->anchor, n);
+            if (rc == -E2BIG) {
+                snprintf(msg, msg_len, "line %zu column %zu: more than %d anchors", n->line, n->column,
+                         YAML_MAX_ANCHORS);
+                return -EINVAL;
+            }
+            if (rc < 0)
+                return rc;
+        }
+        return yloader_attach(l, n);
+
+    default:
+        return 0;
+    }
+}
+
+/* Parses the first YAML document of text into t. Returns 0, KUBE_ECONFIG with
+ * "<name>: <problem>" in err, or KUBE_ENOMEM. */
+static int ytree_load(const char *name, const char *text, size_t len, struct ytree *t, char *err, size_t err_len)
+{
+    yaml_parser_t parser;
+    struct yloader l;
+    char msg[512] = "";
+    int rc = 0;
+
+    memset(t, 0, sizeof(*t));
+    memset(&l, 0, sizeof(l));
+    l.tree = t;
+    if (!yaml_parser_initialize(&parser))
+        return fail_nomem(err, err_len);
+    yaml_parser_set_input_string(&parser, (const unsigned char *)(text ? text : ""), text ? len : 0);
+
+    for (;;) {
+        yaml_event_t ev;
+        if (!yaml_parser_parse(&parser, &ev)) {
+            if (parser.error == YAML_MEMORY_ERROR) {
+                rc = fail_nomem(err, err_len);
+            } else {
+                yaml_problem(&parser, msg, sizeof(msg));
+                rc = fail(err, err_len, "%s: %s", name, msg);
+            }
+            break;
+        }
+        yaml_event_type_t type = ev.type;
+        int erc = yloader_event(&l, &ev, msg, sizeof(msg));
+        yaml_event_delete(&ev);
+        if (erc == -ENOMEM) {
+            rc = fail_nomem(err, err_len);
+            break;
+        }
+        if (erc < 0) {
+            rc = fail(err, err_len, "%s: %s", name, msg);
+            break;
+        }
+        /* A kubeconfig is one document; like kubectl, read the first and ignore the rest. */
+        if (type == YAML_DOCUMENT_END_EVENT || type == YAML_STREAM_END_EVENT)
+            break;
+    }
+
+    yaml_parser_delete(&parser);
+    for (size_t i = 0; i < l.anchor_count; i++)
+        free(l.anchors[i].name);
+    free(l.anchors);
+    if (rc < 0)
+        ytree_free(t);
+    return rc;
+}
+
+/* ---- reading the tree -------------------------------------------------------------------- */
+
+static bool ynode_is_null(const struct ynode *n)
+{
+    if (!n)
+        return true;
+    if (n->kind != YNODE_SCALAR || !n->plain)
+        return false;
+    return n->len == 0 || strcmp(n->value, "~") == 0 || strcmp(n->value, "null") == 0 ||
+           strcmp(n->value, "Null") == 0 || strcmp(n->value, "NULL") == 0;
+}
+
+static bool ynode_equals(const struct ynode *n, const char *s)
+{
+    size_t len = strlen(s);
+    return n->kind == YNODE_SCALAR && n->len == len && memcmp(n->value, s, len) == 0;
+}
+
+/* The value of key in a mapping (the first, if the key repeats), or NULL. */
+static const struct ynode *map_get(const struct ynode *map, const char *key)
+{
+    if (!map || map->kind != YNODE_MAPPING)
+        return NULL;
+    for (size_t i = 0; i + 1 < map->count; i += 2)
+        if (ynode_equals(map->items[i], key))
+            return map->items[i + 1];
+    return NULL;
+}
+
+/* One parsed kubeconfig file. */
+struct kc_file {
+    char *name;        /* for messages: the path, or "kubeconfig" for text given in memory */
+    char *dir;         /* where relative paths start; NULL for the current directory */
+    struct ytree tree;
+    const struct ynode *root; /* a mapping, or NULL for an empty file */
+};
+
+/* Names what an error is about, e.g. `user "u" (context "c")`. */
+struct subject {
+    const struct kc_file *file;
+    char what[2 * NAME_MAX_SHOWN + 64];
+};
+
+/* A string field: *out is NULL when the field is absent, null or empty. */
+static int field_string(const struct subject *s, const struct ynode *map, const char *key, const char **out,
+                        char *err, size_t err_len)
+{
+    const struct ynode *n = map_get(map, key);
+    *out = NULL;
+    if (ynode_is_null(n))
+        return 0;
+    if (n->kind != YNODE_SCALAR)
+        return fail(err, err_len, "%s: line %zu column %zu: %s: %s must be a string, found %s", s->file->name,
+                    n->line, n->column, s->what, key, ynode_kind_name(n));
+    if (memchr(n->value, '\0', n->len))
+        return fail(err, err_len, "%s: line %zu column %zu: %s: %s contains a NUL byte", s->file->name, n->line,
+                    n->column, s->what, key);
+    if (n->len > 0)
+        *out = n->value;
+    return 0;
+}
+
+/* `true` only when written as a YAML boolean true; an absent field is false. */
+static int field_bool(const struct subject *s, const struct ynode *map, const char *key, bool *out, char *err,
+                      size_t err_len)
+{
+    const struct ynode *n = map_get(map, key);
+    *out = false;
+    if (ynode_is_null(n))
+        return 0;
+    if (n->kind == YNODE_SCALAR && n->plain) {
+        if (!strcmp(n->value, "true") || !strcmp(n->value, "True") || !strcmp(n->value, "TRUE")) {
+            *out = true;
+            return 0;
+        }
+        if (!strcmp(n->value, "false") || !strcmp(n->value, "False") || !strcmp(n->value, "FALSE"))
+            return 0;
+    }
+    return fail(err, err_len, "%s: line %zu column %zu: %s: %s must be true or false", s->file->name, n->line,
+                n->column, s->what, key);
+}
+
+static void blob_free(struct kube_blob *b)
+{
+    if (b->data) {
+        OPENSSL_cleanse(b->data, b->len);
+        free(b->data);
+    }
+    b->data = NULL;
+    b->len = 0;
+}
+
+/* A credential from data_key (base64) or, when that is unset, from the file path_key. */
+static int field_blob(const struct subject *s, const struct ynode *map, const char *data_key, const char *path_key,
+                      struct kube_blob *out, char *err, size_t err_len)
+{
+    const char *data, *path;
+    char ebuf[128];
+    int rc = field_string(s, map, data_key, &data, err, err_len);
+    if (rc < 0)
+        return rc;
+    if (data) {
+        rc = base64_decode(data, strlen(data), &out->data, &out->len);
+        if (rc == -ENOMEM)
+            return fail_nomem(err, err_len);
+        if (rc < 0)
+            return fail(err, err_len, "%s: %s: %s is not valid base64", s->file->name, s->what, data_key);
+        return 0;
+    }
+    rc = field_string(s, map, path_key, &path, err, err_len);
+    if (rc < 0 || !path)
+        return rc;
+    char *full = resolve_path(s->file->dir, path);
+    if (!full)
+        return fail_nomem(err, err_len);
+    rc = read_file(full, CREDENTIAL_FILE_MAX_BYTES, &out->data, &out->len);
+    if (rc == -ENOMEM) {
+        rc = fail_nomem(err, err_len);
+    } else if (rc < 0) {
+        rc = fail(err, err_len, "%s: %s: cannot read %s %s: %s", s->file->name, s->what, path_key, full,
+                  errno_text(-rc, ebuf, sizeof(ebuf)));
+    } else if (out->len == 0) {
+        blob_free(out);
+        rc = fail(err, err_len, "%s: %s: %s %s is empty", s->file->name, s->what, path_key, full);
+    }
+    free(full);
+    return rc;
+}
+
+/* ---- token state ------------------------------------------------------------------------- */
+
+struct kube_config_token {
+    pthread_mutex_t mutex;
+    char *token;         /* the last good token */
+    char *file;          /* re-read from here; NULL for a static token */
+    uint64_t read_at_ms; /* monotonic time of the last read attempt */
+    uint64_t max_age_ms;
+    bool stale;          /* invalidated: re-read on next use */
+};
+
+static void token_state_free(struct kube_config_token *t)
+{
+    if (!t)
+        return;
+    pthread_mutex_destroy(&t->mutex);
+    if (t->token) {
+        OPENSSL_cleanse(t->token, strlen(t->token));
+        free(t->token);
+    }
+    free(t->file);
+    free(t);
+}
+
+/* Takes ownership of token and file. */
+static struct kube_config_token *token_state_new(char *token, char *file)
+{
+    struct kube_config_token *t = calloc(1, sizeof(*t));
+    if (!t || pthread_mutex_init(&t->mutex, NULL) != 0) {
+        free(t);
+        if (token) {
+            OPENSSL_cleanse(token, strlen(token));
+            free(token);
+        }
+        free(file);
+        return NULL;
+    }
+    t->token = token;
+    t->file = file;
+    t->read_at_ms = clock_now_ms();
+    t->max_age_ms = KUBE_TOKEN_MAX_AGE_MS;
+    return t;
+}
+
+/* A token state that reads path now; on failure writes "<prefix>: cannot read <label> ..." */
+static int token_state_from_file(const char *path, const char *prefix, const char *label,
+                                 struct kube_config_token **out, char *err, size_t err_len)
+{
+    char reason[256];
+    char *token;
+    if (read_token_file(path, &token, reason, sizeof(reason)) < 0)
+        return fail(err, err_len, "%s: cannot read %s %s: %s", prefix, label, path, reason);
+    char *file = strdup(path);
+    if (!file) {
+        OPENSSL_cleanse(token, strlen(token));
+        free(token);
+        return fail_nomem(err, err_len);
+    }
+    *out = token_state_new(token, file);
+    return *out ? 0 : fail_nomem(err, err_len);
+}
+
+char *kube_config_token(struct kube_config *cfg)
+{
+    if (!cfg || !cfg->token_state)
+        return NULL;
+    struct kube_config_token *t = cfg->token_state;
+    pthread_mutex_lock(&t->mutex);
+    if (t->file) {
+        uint64_t now = clock_now_ms();
+        if (t->stale || now - t->read_at_ms >= t->max_age_ms) {
+            char reason[256];
+            char *fresh;
+            if (read_token_file(t->file, &fresh, reason, sizeof(reason)) == 0) {
+                if (t->token) {
+                    OPENSSL_cleanse(t->token, strlen(t->token));
+                    free(t->token);
+                }
+                t->token = fresh;
+            } else {
+                log_warn("cannot re-read the token file, keeping the previous token", "file=\"%s\" error=\"%s\"",
+                         t->file, reason);
+            }
+            /* Also after a failure: the next attempt waits for the next expiry or 401. */
+            t->read_at_ms = now;
+            t->stale = false;
+        }
+    }
+    char *copy = t->token ? strdup(t->token) : NULL;
+    pthread_mutex_unlock(&t->mutex);
+    return copy;
+}
+
+bool kube_config_invalidate_token(struct kube_config *cfg)
+{
+    if (!cfg || !cfg->token_state)
+        return false;
+    struct kube_config_token *t = cfg->token_state;
+    pthread_mutex_lock(&t->mutex);
+    bool has_file = t->file != NULL;
+    if (has_file)
+        t->stale = true;
+    pthread_mutex_unlock(&t->mutex);
+    return has_file;
+}
+
+void kube_config_set_token_max_age_ms(struct kube_config *cfg, uint64_t ms)
+{
+    if (!cfg || !cfg->token_state)
+        return;
+    pthread_mutex_lock(&cfg->token_state->mutex);
+    cfg->token_state->max_age_ms = ms;
+    pthread_mutex_unlock(&cfg->token_state->mutex);
+}
+
+void kube_config_free(struct kube_config *cfg)
+{
+    if (!cfg)
+        return;
+    free(cfg->server);
+    free(cfg->namespace);
+    free(cfg->context_name);
+    free(cfg->tls_server_name);
+    blob_free(&cfg->ca);
+    blob_free(&cfg->client_cert);
+    blob_free(&cfg->client_key);
+    token_state_free(cfg->token_state);
+    free(cfg);
+}
+
+/* ---- kubeconfig -------------------------------------------------------------------------- */
+
+static void kc_file_free(struct kc_file *f)
+{
+    free(f->name);
+    free(f->dir);
+    ytree_free(&f->tree);
+    memset(f, 0, sizeof(*f));
+}
+
+/* `clusters[i]` described by its name when it has a usable one. */
+static void describe_item(char *out, size_t len, const char *list, const char *singular, size_t index,
+                          const struct ynode *item)
+{
+    const struct ynode *name = map_get(item, "name");
+    if (name && name->kind == YNODE_SCALAR && !ynode_is_null(name))
+        snprintf(out, len, "%s \"%.*s\"", singular, NAME_MAX_SHOWN, name->value);
+    else
+        snprintf(out, len, "%s[%zu]", list, index);
+}
+
+/* Checks the shape of one of the named lists: a list of mappings, each with a string name
+ * and a mapping under body_key. Wrong shapes are errors wherever they are, as in kubectl. */
+static int check_named_list(const struct kc_file *f, const char *list, const char *singular, const char *body_key,
+                            char *err, size_t err_len)
+{
+    const struct ynode *seq = map_get(f->root, list);
+    if (ynode_is_null(seq))
+        return 0;
+    if (seq->kind != YNODE_SEQUENCE)
+        return fail(err, err_len, "%s: line %zu column %zu: %s must be a list, found %s", f->name, seq->line,
+                    seq->column, list, ynode_kind_name(seq));
+    for (size_t i = 0; i < seq->count; i++) {
+        const struct ynode *item = seq->items[i];
+        char what[NAME_MAX_SHOWN + 64];
+        if (item->kind != YNODE_MAPPING)
+            return fail(err, err_len, "%s: line %zu column %zu: %s[%zu] must be a mapping, found %s", f->name,
+                        item->line, item->column, list, i, ynode_kind_name(item));
+        const struct ynode *name = map_get(item, "name");
+        if (!ynode_is_null(name) && name->kind != YNODE_SCALAR)
+            return fail(err, err_len, "%s: line %zu column %zu: %s[%zu].name must be a string, found %s", f->name,
+                        name->line, name->column, list, i, ynode_kind_name(name));
+        describe_item(what, sizeof(what), list, singular, i, item);
+        const struct ynode *body = map_get(item, body_key);
+        if (!ynode_is_null(body) && body->kind != YNODE_MAPPING)
+            return fail(err, err_len, "%s: line %zu column %zu: %s: %s must be a mapping, found %s", f->name,
+                        body->line, body->column, what, body_key, ynode_kind_name(body));
+    }
+    return 0;
+}
+
+/* Parses one file's text into f (which takes name and dir) and checks its overall shape. */
+static int kc_file_parse(struct kc_file *f, char *name, char *dir, const char *text, size_t len, char *err,
+                         size_t err_len)
+{
+    memset(f, 0, sizeof(*f));
+    f->name = name;
+    f->dir = dir;
+    if (!name)
+        return fail_nomem(err, err_len);
+    if (len > KUBECONFIG_MAX_BYTES)
+        return fail(err, err_len, "%s: larger than %zu bytes", name, KUBECONFIG_MAX_BYTES);
+    int rc = ytree_load(name, text, len, &f->tree, err, err_len);
+    if (rc < 0)
+        return rc;
+    const struct ynode *root = f->tree.root;
+    if (ynode_is_null(root))
+        return 0; /* an empty file: contributes nothing, as with kubectl */
+    if (root->kind != YNODE_MAPPING)
+        return fail(err, err_len, "%s: line %zu column %zu: the top level must be a mapping, found %s", name,
+                    root->line, root->column, ynode_kind_name(root));
+    f->root = root;
+    const struct ynode *cc = map_get(root, "current-context");
+    if (!ynode_is_null(cc) && cc->kind != YNODE_SCALAR)
+        return fail(err, err_len, "%s: line %zu column %zu: current-context must be a string, found %s", name,
+                    cc->line, cc->column, ynode_kind_name(cc));
+    if ((rc = check_named_list(f, "clusters", "cluster", "cluster", err, err_len)) < 0 ||
+        (rc = check_named_list(f, "users", "user", "user", err, err_len)) < 0 ||
+        (rc = check_named_list(f, "contexts", "context", "context", err, err_len)) < 0)
+        return rc;
+    return 0;
+}
+
+struct entry {
+    const struct kc_file *file;
+    const struct ynode *body; /* the entry's cluster/user/context mapping; NULL when absent */
+};
+
+/* Finds the entry called name in the first file that defines it. */
+static bool find_entry(const struct kc_file *files, size_t nfiles, const char *list, const char *body_key,
+                       const char *name, struct entry *out)
+{
+    for (size_t f = 0; f < nfiles; f++) {
+        const struct ynode *seq = map_get(files[f].root, list);
+        if (!seq || seq->kind != YNODE_SEQUENCE)
+            continue;
+        for (size_t i = 0; i < seq->count; i++) {
+            const struct ynode *n = map_get(seq->items[i], "name");
+            if (n && !ynode_is_null(n) && ynode_equals(n, name)) {
+                const struct ynode *body = map_get(seq->items[i], body_key);
+                out->file = &files[f];
+                out->body = ynode_is_null(body) ? NULL : body;
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+static int load_cluster(const struct entry *e, const char *cluster, const char *context, struct kube_config *cfg,
+                        char *err, size_t err_len)
+{
+    struct subject s = {.file = e->file};
+    const char *server, *tls_name;
+    int rc;
+    snprintf(s.what, sizeof(s.what), "cluster \"%.*s\"", NAME_MAX_SHOWN, cluster);
+
+    if ((rc = field_string(&s, e->body, "server", &server, err, err_len)) < 0)
+        return rc;
+    if (!server)
+        return fail(err, err_len, "%s: cluster \"%.*s\" (context \"%.*s\") has no server", e->file->name,
+                    NAME_MAX_SHOWN, cluster, NAME_MAX_SHOWN, context);
+    size_t len = strlen(server);
+    while (len > 0 && server[len - 1] == '/')
+        len--;
+    size_t scheme = strncasecmp(server, "https://", 8) == 0 ? 8 : strncasecmp(server, "http://", 7) == 0 ? 7 : 0;
+    if (scheme == 0)
+        return fail(err, err_len, "%s: %s: server \"%.*s\" must start with https:// or http://", e->file->name,
+                    s.what, NAME_MAX_SHOWN, server);
+    if (len <= scheme)
+        return fail(err, err_len, "%s: %s: server \"%.*s\" has no host", e->file->name, s.what, NAME_MAX_SHOWN,
+                    server);
+    if (has_control_chars(server, len))
+        return fail(err, err_len, "%s: %s: server holds control characters", e->file->name, s.what);
+    if (!(cfg->server = strndup(server, len)))
+        return fail_nomem(err, err_len);
+
+    if ((rc = field_bool(&s, e->body, "insecure-skip-tls-verify", &cfg->insecure_skip_tls_verify, err, err_len)) < 0)
+        return rc;
+    if ((rc = field_string(&s, e->body, "tls-server-name", &tls_name, err, err_len)) < 0)
+        return rc;
+    if (tls_name && !(cfg->tls_server_name = strdup(tls_name)))
+        return fail_nomem(err, err_len);
+    return field_blob(&s, e->body, "certificate-authority-data", "certificate-authority", &cfg->ca, err, err_len);
+}
+
+static int load_user(const struct entry *e, const char *user, const char *context, struct kube_config *cfg,
+                     char *err, size_t err_len)
+{
+    struct subject s = {.file = e->file};
+    const char *token, *token_file;
+    int rc;
+    snprintf(s.what, sizeof(s.what), "user \"%.*s\" (context \"%.*s\")", NAME_MAX_SHOWN, user, NAME_MAX_SHOWN,
+             context);
+
+    if ((rc = field_string(&s, e->body, "token", &token, err, err_len)) < 0 ||
+        (rc = field_string(&s, e->body, "tokenFile", &token_file, err, err_len)) < 0)
+        return rc;
+    if ((rc = field_blob(&s, e->body, "client-certificate-data", "client-certificate", &cfg->client_cert, err,
+                         err_len)) < 0 ||
+        (rc = field_blob(&s, e->body, "client-key-data", "client-key", &cfg->client_key, err, err_len)) < 0)
+        return rc;
+    if (cfg->client_cert.data && !cfg->client_key.data)
+        return fail(err, err_len, "%s: %s: client-certificate given without client-key or client-key-data",
+                    e->file->name, s.what);
+    if (cfg->client_key.data && !cfg->client_cert.data)
+        return fail(err, err_len,
+                    "%s: %s: client-key given without client-certificate or client-certificate-data",
+                    e->file->name, s.what);
+
+    if (!token && !token_file && !cfg->client_cert.data) {
+        const char *plugin = !ynode_is_null(map_get(e->body, "exec"))            ? "exec"
+                             : !ynode_is_null(map_get(e->body, "auth-provider")) ? "auth-provider"
+                                                                                   : NULL;
+        if (plugin)
+            return fail(err, err_len,
+                        "%s: %s: credential plugins (%s) are not supported; give the user a token, "
+                        "tokenFile or client certificate",
+                        e->file->name, s.what, plugin);
+    }
+
+    if (token_file) {
+        /* A tokenFile takes precedence over a static token, as in client-go. */
+        char *full = resolve_path(e->file->dir, token_file);
+        if (!full)
+            return fail_nomem(err, err_len);
+        char prefix[sizeof(s.what) + PATH_MAX];
+        snprintf(prefix, sizeof(prefix), "%s: %s", e->file->name, s.what);
+        rc = token_state_from_file(full, prefix, "tokenFile", &cfg->token_state, err, err_len);
+        free(full);
+        return rc;
+    }
+    if (token) {
+        if (has_control_chars(token, strlen(token)))
+            return fail(err, err_len, "%s: %s: token holds control characters (a line break?)", e->file->name,
+                        s.what);
+        char *copy = strdup(token);
+        if (!copy || !(cfg->token_state = token_state_new(copy, NULL)))
+            return fail_nomem(err, err_len);
+    }
+    return 0;
+}
+
+/* Builds the config of one context out of the parsed files. sources names them all. */
+static int kc_resolve(const struct kc_file *files, size_t nfiles, const char *sources, const char *context,
+                      struct kube_config **out, char *err, size_t err_len)
+{
+    const char *ctx_name = context && context[0] ? context : NULL;
+    bool all_empty = true;
+    int rc;
+
+    for (size_t i = 0; i < nfiles; i++) {
+        if (files[i].root)
+            all_empty = false;
+        if (ctx_name)
+            continue;
+        const struct ynode *cc = map_get(files[i].root, "current-context");
+        if (ynode_is_null(cc) || cc->len == 0)
+            continue;
+        if (memchr(cc->value, '\0', cc->len))
+            return fail(err, err_len, "%s: current-context contains a NUL byte", files[i].name);
+        ctx_name = cc->value;
+    }
+    if (!ctx_name) {
+        if (all_empty)
+            return fail(err, err_len, "%s: the kubeconfig is empty", sources);
+        return fail(err, err_len, "%s: no context given and current-context is not set", sources);
+    }
+
+    struct entry ctx, cluster, user;
+    if (!find_entry(files, nfiles, "contexts", "context", ctx_name, &ctx))
+        return fail(err, err_len, "%s: context \"%.*s\" not found", sources, NAME_MAX_SHOWN, ctx_name);
+    struct subject s = {.file = ctx.file};
+    snprintf(s.what, sizeof(s.what), "context \"%.*s\"", NAME_MAX_SHOWN, ctx_name);
+    const char *cluster_name, *user_name, *ns;
+    if ((rc = field_string(&s, ctx.body, "cluster", &cluster_name, err, err_len)) < 0 ||
+        (rc = field_string(&s, ctx.body, "user", &user_name, err, err_len)) < 0 ||
+        (rc = field_string(&s, ctx.body, "namespace", &ns, err, err_len)) < 0)
+        return rc;
+    if (!cluster_name)
+        return fail(err, err_len, "%s: context \"%.*s\" names no cluster", ctx.file->name, NAME_MAX_SHOWN, ctx_name);
+    if (!find_entry(files, nfiles, "clusters", "cluster", cluster_name, &cluster))
+        return fail(err, err_len, "%s: cluster \"%.*s\" (context \"%.*s\") not found", sources, NAME_MAX_SHOWN,
+                    cluster_name, NAME_MAX_SHOWN, ctx_name);
+    if (user_name && !find_entry(files, nfiles, "users", "user", user_name, &user))
+        return fail(err, err_len, "%s: user \"%.*s\" (context \"%.*s\") not found", sources, NAME_MAX_SHOWN,
+                    user_name, NAME_MAX_SHOWN, ctx_name);
+
+    struct kube_config *cfg = calloc(1, sizeof(*cfg));
+    if (!cfg)
+        return fail_nomem(err, err_len);
+    if (!(cfg->context_name = strdup(ctx_name)) || !(cfg->namespace = strdup(ns ? ns : "default"))) {
+        rc = fail_nomem(err, err_len);
+        goto out;
+    }
+    if ((rc = load_cluster(&cluster, cluster_name, ctx_name, cfg, err, err_len)) < 0)
+        goto out;
+    if (user_name && (rc = load_user(&user, user_name, ctx_name, cfg, err, err_len)) < 0)
+        goto out;
+    *out = cfg;
+    cfg = NULL;
+out:
+    kube_config_free(cfg);
+    return rc;
+}
+
+int kube_config_parse(const char *text, size_t len, const char *base_dir, const char *context,
+                      struct kube_config **out, char *err, size_t err_len)
+{
+    if (!out)
+        return KUBE_EINVAL;
+    *out = NULL;
+    struct kc_file f;
+    char *dir = base_dir ? strdup(base_dir) : NULL;
+    if (base_dir && !dir)
+        return fail_nomem(err, err_len);
+    int rc = kc_file_parse(&f, strdup("kubeconfig"), dir, text, len, err, err_len);
+    if (rc == 0)
+        rc = kc_resolve(&f, 1, f.name, context, out, err, err_len);
+    kc_file_free(&f);
+    return rc;
+}
+
+/* Reads and parses path into f. When optional, a missing file is not an error: returns 1. */
+static int kc_file_load(struct kc_file *f, const char *path, bool optional, char *err, size_t err_len)
+{
+    char *text;
+    size_t len;
+    char ebuf[128];
+    memset(f, 0, sizeof(*f));
+    int rc = read_file(path, KUBECONFIG_MAX_BYTES, &text, &len);
+    if (rc == -ENOENT && optional)
+        return 1;
+    if (rc == -ENOMEM)
+        return fail_nomem(err, err_len);
+    if (rc < 0)
+        return fail(err, err_len, "%s: cannot read the kubeconfig: %s", path, errno_text(-rc, ebuf, sizeof(ebuf)));
+    char *name = strdup(path);
+    char *dir = directory_of(path);
+    if (!dir) {
+        free(name);
+        free(text);
+        return fail_nomem(err, err_len);
+    }
+    rc = kc_file_parse(f, name, dir, text, len, err, err_len);
+    OPENSSL_cleanse(text, len);
+    free(text);
+    if (rc < 0)
+        kc_file_free(f);
+    return rc;
+}
+
+int kube_config_load_kubeconfig(const char *path, const char *context, struct kube_config **out, char *err,
+                                size_t err_len)
+{
+    if (!out)
+        return KUBE_EINVAL;
+    *out = NULL;
+
+    char *list = NULL; /* ':'-separated paths, split in place */
+    bool optional = false;
+    const char *env = getenv("KUBECONFIG");
+    if (path && path[0]) {
+        list = strdup(path);
+    } else if (env && env[0]) {
+        list = strdup(env);
+        optional = true; /* kubectl skips missing files of $KUBECONFIG */
+    } else {
+        const char *home = getenv("HOME");
+        if (!home || !home[0])
+            return fail(err, err_len, "no kubeconfig: $KUBECONFIG and $HOME are not set");
+        if (asprintf(&list, "%s/.kube/config", home) < 0)
+            list = NULL;
+    }
+    if (!list)
+        return fail_nomem(err, err_len);
+
+    /* With a path given, the whole string is one file name, colons included. */
+    size_t max_files = 1;
+    if (optional)
+        for (const char *p = list; *p; p++)
+            max_files += *p == ':';
+    struct kc_file *files = calloc(max_files, sizeof(*files));
+    struct buf sources;
+    buf_init(&sources, 0);
+    size_t nfiles = 0;
+    int rc = 0;
+    if (!files) {
+        rc = fail_nomem(err, err_len);
+        goto out;
+    }
+
+    char *save = NULL;
+    for (char *p = optional ? strtok_r(list, ":", &save) : list; p; p = optional ? strtok_r(NULL, ":", &save) : NULL) {
+        bool seen = false;
+        for (size_t i = 0; i < nfiles; i++)
+            seen = seen || strcmp(files[i].name, p) == 0;
+        if (seen)
+            continue;
+        rc = kc_file_load(&files[nfiles], p, optional, err, err_len);
+        if (rc < 0)
+            goto out;
+        if (rc == 1) {
+            rc = 0;
+            continue;
+        }
+        if ((nfiles > 0 && buf_append_str(&sources, ":") < 0) || buf_append_str(&sources, p) < 0) {
+            nfiles++;
+            rc = fail_nomem(err, err_len);
+            goto out;
+        }
+        nfiles++;
+    }
+    if (nfiles == 0) {
+        rc = fail(err, err_len, "$KUBECONFIG=%s: none of the files exists", env);
+        goto out;
+    }
+    rc = kc_resolve(files, nfiles, sources.data, context, out, err, err_len);
+out:
+    for (size_t i = 0; files && i < nfiles; i++)
+        kc_file_free(&files[i]);
+    free(files);
+    buf_free(&sources);
+    free(list);
+    return rc;
+}
+
+/* ---- in-cluster -------------------------------------------------------------------------- */
+
+int kube_config_load_in_cluster(const char *dir, struct kube_config **out, char *err, size_t err_len)
+{
+    if (!out)
+        return KUBE_EINVAL;
+    *out = NULL;
+    if (!dir)
+        dir = KUBE_IN_CLUSTER_DIR;
+    const char *host = getenv("KUBERNETES_SERVICE_HOST");
+    const char *port = getenv("KUBERNETES_SERVICE_PORT");
+    if (!host || !host[0] || !port || !port[0])
+        return fail(err, err_len,
+                    "in-cluster config: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be set "
+                    "(not running in a pod?)");
+    char *end;
+    errno = 0;
+    unsigned long port_number = strtoul(port, &end, 10);
+    if (port[0] < '0' || port[0] > '9' || *end || errno || port_number == 0 || port_number > 65535)
+        return fail(err, err_len, "in-cluster config: KUBERNETES_SERVICE_PORT=%.*s is not a port number",
+                    NAME_MAX_SHOWN, port);
+    if (has_control_chars(host, strlen(host)) || strchr(host, '/') || strchr(host, ' '))
+        return fail(err, err_len, "in-cluster config: KUBERNETES_SERVICE_HOST=%.*s is not a host", NAME_MAX_SHOWN,
+                    host);
+
+    struct kube_config *cfg = calloc(1, sizeof(*cfg));
+    char *path = NULL, *data = NULL;
+    size_t len;
+    char ebuf[128];
+    int rc = 0;
+    if (!cfg)
+        return fail_nomem(err, err_len);
+    bool ipv6 = strchr(host, ':') && host[0] != '[';
+    if (asprintf(&cfg->server, ipv6 ? "https://[%s]:%lu" : "https://%s:%lu", host, port_number) < 0) {
+        cfg->server = NULL;
+        rc = fail_nomem(err, err_len);
+        goto out;
+    }
+
+    if (asprintf(&path, "%s/token", dir) < 0) {
+        path = NULL;
+        rc = fail_nomem(err, err_len);
+        goto out;
+    }
+    if ((rc = token_state_from_file(path, "in-cluster config", "token file", &cfg->token_state, err, err_len)) < 0)
+        goto out;
+    free(path);
+
+    /* Like client-go: without ca.crt, warn and go on with the system's trust store. */
+    if (asprintf(&path, "%s/ca.crt", dir) < 0) {
+        path = NULL;
+        rc = fail_nomem(err, err_len);
+        goto out;
+    }
+    rc = read_file(path, CREDENTIAL_FILE_MAX_BYTES, &cfg->ca.data, &cfg->ca.len);
+    if (rc == -ENOMEM) {
+        rc = fail_nomem(err, err_len);
+        goto out;
+    }
+    if (rc < 0 || cfg->ca.len == 0) {
+        log_warn("in-cluster CA certificate unusable, verifying the API server with the system trust store",
+                 "file=\"%s\" error=\"%s\"", path, rc < 0 ? errno_text(-rc, ebuf, sizeof(ebuf)) : "empty file");
+        blob_free(&cfg->ca);
+    }
+    rc = 0;
+    free(path);
+
+    if (asprintf(&path, "%s/namespace", dir) < 0) {
+        path = NULL;
+        rc = fail_nomem(err, err_len);
+        goto out;
+    }
+    if (read_file(path, TOKEN_FILE_MAX_BYTES, &data, &len) == 0) {
+        size_t start = 0;
+        while (start < len && is_space(data[start]))
+            start++;
+        while (len > start && is_space(data[len - 1]))
+            len--;
+        if (len > start && !has_control_chars(data + start, len - start))
+            cfg->namespace = strndup(data + start, len - start);
+    }
+    if (!cfg->namespace)
+        cfg->namespace = strdup("default");
+    if (!cfg->namespace) {
+        rc = fail_nomem(err, err_len);
+        goto out;
+    }
+    *out = cfg;
+    cfg = NULL;
+out:
+    free(data);
+    free(path);
+    kube_config_free(cfg);
+    return rc;
+}

@@ -1,0 +1,485 @@
+/* The work queue's guarantees: deduplication, one thread per key, delayed and rate-limited adds,
+ * shutdown. Timing assertions are lower bounds; upper bounds are seconds, never tight. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kube/workqueue.h"
+#include "util/clock.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/lsan_interface.h>
+/* Criterion ends a test's process without LeakSanitizer's exit report, so a test that is about
+ * leaks asks for the check itself: nonzero when something allocated is no longer reachable. */
+static int leak_check(void) { return __lsan_do_recoverable_leak_check(); }
+#else
+static int leak_check(void) { return 0; }
+#endif
+
+/* Takes the next key, asserts it is `want`, marks it done. */
+static void expect_next(struct workqueue *q, const char *want)
+{
+    char *key = NULL;
+    cr_assert_eq(workqueue_get(q, &key), 0);
+    cr_assert_str_eq(key, want);
+    workqueue_done(q, key);
+    free(key);
+}
+
+/* Takes the next key and returns how long the wait was. */
+static uint64_t timed_get(struct workqueue *q, uint64_t since_ms, const char *want)
+{
+    char *key = NULL;
+    cr_assert_eq(workqueue_get(q, &key), 0);
+    uint64_t elapsed = clock_now_ms() - since_ms;
+    cr_assert_str_eq(key, want);
+    workqueue_done(q, key);
+    free(key);
+    return elapsed;
+}
+
+/* Polls until *value reaches want, for at most 10 s. */
+static bool wait_for_int(atomic_int *value, int want)
+{
+    for (int i = 0; i < 10000 && atomic_load(value) < want; i++)
+        clock_sleep_ms(1);
+    return atomic_load(value) >= want;
+}
+
+Test(workqueue, add_deduplicates_until_taken)
+{
+    struct workqueue *q = workqueue_new(NULL);
+    cr_assert_not_null(q);
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(workqueue_add(q, "ns/job"), 0);
+    cr_assert_eq(workqueue_len(q), 1);
+    expect_next(q, "ns/job");
+    cr_assert_eq(workqueue_len(q), 0);
+
+    workqueue_shutdown(q);
+    char *key = NULL;
+    cr_assert_eq(workqueue_get(q, &key), -ESHUTDOWN, "a deduplicated key was handed out twice");
+    workqueue_free(q);
+}
+
+Test(workqueue, keys_come_out_in_fifo_order)
+{
+    struct workqueue *q = workqueue_new(NULL);
+    const char *keys[] = {"c", "a", "b", "a", "d", "c"};
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+        cr_assert_eq(workqueue_add(q, keys[i]), 0);
+    cr_assert_eq(workqueue_len(q), 4);
+    expect_next(q, "c");
+    expect_next(q, "a");
+    expect_next(q, "b");
+    expect_next(q, "d");
+    workqueue_free(q);
+}
+
+Test(workqueue, add_during_processing_waits_for_done)
+{
+    struct workqueue *q = workqueue_new(NULL);
+    char *key = NULL;
+    workqueue_add(q, "job");
+    cr_assert_eq(workqueue_get(q, &key), 0);
+    cr_assert_str_eq(key, "job");
+
+    workqueue_add(q, "job");
+    workqueue_add(q, "job");
+    cr_assert_eq(workqueue_len(q), 0, "a key being processed was queued again before done");
+    workqueue_add(q, "other");
+    expect_next(q, "other");
+
+    workqueue_done(q, key);
+    free(key);
+    cr_assert_eq(workqueue_len(q), 1, "a key re-added during processing was lost");
+    expect_next(q, "job");
+    cr_assert_eq(workqueue_len(q), 0);
+    workqueue_free(q);
+}
+
+/* ---- one key hammered while it is being processed ----------------------------------------- */
+
+struct hammer {
+    struct workqueue *q;
+    atomic_int processed;
+    atomic_int in_flight;
+    atomic_int max_in_flight;
+    atomic_int first_started;
+    atomic_int release_first;
+    atomic_int errors;
+};
+
+static void *hammer_worker(void *arg)
+{
+    struct hammer *h = arg;
+    for (;;) {
+        char *key = NULL;
+        int rc = workqueue_get(h->q, &key);
+        if (rc == -ESHUTDOWN)
+            return NULL;
+        if (rc < 0 || strcmp(key, "job") != 0) {
+            atomic_fetch_add(&h->errors, 1);
+            free(key);
+            return NULL;
+        }
+        int now = atomic_fetch_add(&h->in_flight, 1) + 1;
+        int seen = atomic_load(&h->max_in_flight);
+        while (now > seen && !atomic_compare_exchange_weak(&h->max_in_flight, &seen, now))
+            ;
+        if (atomic_fetch_add(&h->processed, 1) == 0) {
+            atomic_store(&h->first_started, 1);
+            while (!atomic_load(&h->release_first))
+                clock_sleep_ms(1);
+        }
+        atomic_fetch_sub(&h->in_flight, 1);
+        workqueue_done(h->q, key);
+        free(key);
+    }
+}
+
+static void *hammer_adder(void *arg)
+{
+    struct hammer *h = arg;
+    for (int i = 0; i < 500; i++)
+        if (workqueue_add(h->q, "job") != 0)
+            atomic_fetch_add(&h->errors, 1);
+    return NULL;
+}
+
+Test(workqueue, many_adds_during_processing_run_once_more, .timeout = 30)
+{
+    struct hammer h = {.q = workqueue_new(NULL)};
+    pthread_t workers[4], adders[2];
+    for (int i = 0; i < 4; i++)
+        pthread_create(&workers[i], NULL, hammer_worker, &h);
+
+    workqueue_add(h.q, "job");
+    cr_assert(wait_for_int(&h.first_started, 1), "no worker took the key");
+    for (int i = 0; i < 2; i++)
+        pthread_create(&adders[i], NULL, hammer_adder, &h);
+    for (int i = 0; i < 2; i++)
+        pthread_join(adders[i], NULL);
+
+    /* 1,000 adds while the first processing is in flight: three idle workers, nothing for them. */
+    clock_sleep_ms(50);
+    cr_assert_eq(atomic_load(&h.processed), 1, "the key was handed out while being processed");
+    cr_assert_eq(workqueue_len(h.q), 0);
+
+    atomic_store(&h.release_first, 1);
+    cr_assert(wait_for_int(&h.processed, 2), "the adds during processing were lost");
+    while (atomic_load(&h.in_flight) != 0 || workqueue_len(h.q) != 0)
+        clock_sleep_ms(1);
+    clock_sleep_ms(200); /* room for a wrong third processing to show up */
+
+    workqueue_shutdown(h.q);
+    for (int i = 0; i < 4; i++)
+        pthread_join(workers[i], NULL);
+    cr_assert_eq(atomic_load(&h.processed), 2, "1,000 adds during one processing gave %d processings",
+                 atomic_load(&h.processed) - 1);
+    cr_assert_eq(atomic_load(&h.max_in_flight), 1);
+    cr_assert_eq(atomic_load(&h.errors), 0);
+    workqueue_free(h.q);
+}
+
+/* ---- randomized run over many keys -------------------------------------------------------- */
+
+#define STRESS_KEYS 64
+#define STRESS_WORKERS 4
+#define STRESS_ADDERS 3
+#define STRESS_OPS 50000
+
+struct stress {
+    struct workqueue *q;
+    atomic_int in_flight[STRESS_KEYS];
+    atomic_int added_generation[STRESS_KEYS];     /* bumped before every add of the key */
+    atomic_int processed_generation[STRESS_KEYS]; /* the generation a processing saw at its start */
+    atomic_int processings;
+    atomic_int overlaps;
+    atomic_int errors;
+};
+
+static void *stress_worker(void *arg)
+{
+    struct stress *s = arg;
+    for (;;) {
+        char *key = NULL;
+        int rc = workqueue_get(s->q, &key);
+        if (rc == -ESHUTDOWN)
+            return NULL;
+        int k = -1;
+        if (rc < 0 || sscanf(key, "key-%d", &k) != 1 || k < 0 || k >= STRESS_KEYS) {
+            atomic_fetch_add(&s->errors, 1);
+            free(key);
+            return NULL;
+        }
+        if (atomic_fetch_add(&s->in_flight[k], 1) != 0)
+            atomic_fetch_add(&s->overlaps, 1);
+        atomic_store(&s->processed_generation[k], atomic_load(&s->added_generation[k]));
+        atomic_fetch_add(&s->processings, 1);
+        if (clock_jitter(4) == 0) {
+            struct timespec pause = {0, (long)clock_jitter(200) * 1000};
+            nanosleep(&pause, NULL);
+        }
+        if (clock_jitter(4) == 0)
+            workqueue_forget(s->q, key);
+        atomic_fetch_sub(&s->in_flight[k], 1);
+        workqueue_done(s->q, key);
+        free(key);
+    }
+}
+
+static void *stress_adder(void *arg)
+{
+    struct stress *s = arg;
+    for (int i = 0; i < STRESS_OPS; i++) {
+        int k = (int)clock_jitter(STRESS_KEYS);
+        char key[16];
+        snprintf(key, sizeof(key), "key-%d", k);
+        atomic_fetch_add(&s->added_generation[k], 1);
+        uint64_t op = clock_jitter(10);
+        int rc;
+        if (op < 7)
+            rc = workqueue_add(s->q, key);
+        else if (op < 9)
+            rc = workqueue_add_after(s->q, key, clock_jitter(5));
+        else
+            rc = workqueue_add_rate_limited(s->q, key);
+        if (rc != 0)
+            atomic_fetch_add(&s->errors, 1);
+        if (clock_jitter(16) == 0)
+            sched_yield();
+    }
+    return NULL;
+}
+
+Test(workqueue, no_key_is_processed_by_two_threads_at_once, .timeout = 30)
+{
+    static struct stress s; /* large; zeroed */
+    struct workqueue_options opts = {.base_delay_ms = 1, .max_delay_ms = 8};
+    s.q = workqueue_new(&opts);
+    pthread_t workers[STRESS_WORKERS], adders[STRESS_ADDERS];
+    for (int i = 0; i < STRESS_WORKERS; i++)
+        pthread_create(&workers[i], NULL, stress_worker, &s);
+    for (int i = 0; i < STRESS_ADDERS; i++)
+        pthread_create(&adders[i], NULL, stress_adder, &s);
+    for (int i = 0; i < STRESS_ADDERS; i++)
+        pthread_join(adders[i], NULL);
+
+    /* Let the timer hand over every delayed key; the workers drain the rest after shutdown. */
+    for (int i = 0; i < 10000 && workqueue_delayed_len(s.q) > 0; i++)
+        clock_sleep_ms(1);
+    cr_assert_eq(workqueue_delayed_len(s.q), 0, "delayed keys never became ready");
+    workqueue_shutdown(s.q);
+    for (int i = 0; i < STRESS_WORKERS; i++)
+        pthread_join(workers[i], NULL);
+
+    cr_assert_eq(atomic_load(&s.errors), 0);
+    cr_assert_eq(atomic_load(&s.overlaps), 0, "a key was processed by two threads at once");
+    cr_assert_gt(atomic_load(&s.processings), 0);
+    for (int k = 0; k < STRESS_KEYS; k++)
+        cr_assert_eq(atomic_load(&s.processed_generation[k]), atomic_load(&s.added_generation[k]),
+                     "key-%d: its last add was never followed by a processing", k);
+    workqueue_free(s.q);
+}
+
+/* ---- delays and backoff -------------------------------------------------------------------- */
+
+Test(workqueue, add_after_delivers_after_the_delay, .timeout = 30)
+{
+    struct workqueue *q = workqueue_new(NULL);
+    uint64_t start = clock_now_ms();
+    cr_assert_eq(workqueue_add_after(q, "later", 500), 0);
+    cr_assert_eq(workqueue_len(q), 0);
+    cr_assert_eq(workqueue_delayed_len(q), 1);
+
+    uint64_t waited = timed_get(q, start, "later");
+    cr_assert_geq(waited, 500, "delivered after %llu ms", (unsigned long long)waited);
+    cr_assert_lt(waited, 10000);
+    cr_assert_eq(workqueue_delayed_len(q), 0);
+
+    /* A zero delay is a plain add. */
+    cr_assert_eq(workqueue_add_after(q, "now", 0), 0);
+    cr_assert_eq(workqueue_len(q), 1);
+    workqueue_free(q);
+}
+
+Test(workqueue, earlier_deadline_wins, .timeout = 30)
+{
+    struct workqueue *q = workqueue_new(NULL);
+
+    /* The timer thread is asleep on a 60 s deadline when a 100 ms one arrives for another key. */
+    uint64_t start = clock_now_ms();
+    workqueue_add_after(q, "slow", 60000);
+    clock_sleep_ms(20);
+    workqueue_add_after(q, "fast", 100);
+    uint64_t waited = timed_get(q, start, "fast");
+    cr_assert_lt(waited, 10000, "the timer did not wake for an earlier deadline");
+
+    /* Same key: a later request keeps the earlier deadline, an earlier one replaces it. */
+    start = clock_now_ms();
+    workqueue_add_after(q, "a", 200);
+    workqueue_add_after(q, "a", 60000);
+    workqueue_add_after(q, "b", 60000);
+    workqueue_add_after(q, "b", 300);
+    cr_assert_eq(workqueue_delayed_len(q), 3); /* slow, a, b: one heap entry per key */
+    waited = timed_get(q, start, "a");
+    cr_assert_geq(waited, 200);
+    cr_assert_lt(waited, 10000, "a later deadline replaced an earlier one");
+    waited = timed_get(q, start, "b");
+    cr_assert_geq(waited, 300);
+    cr_assert_lt(waited, 10000, "an earlier deadline did not replace a later one");
+    cr_assert_eq(workqueue_delayed_len(q), 1);
+    workqueue_free(q);
+}
+
+Test(workqueue, rate_limited_backoff_grows_and_forget_resets, .timeout = 30)
+{
+    struct workqueue_options opts = {.base_delay_ms = 100, .max_delay_ms = 1000 * 1000};
+    struct workqueue *q = workqueue_new(&opts);
+    cr_assert_eq(workqueue_num_requeues(q, "job"), 0);
+
+    uint64_t want = 100;
+    for (unsigned n = 1; n <= 3; n++, want *= 2) {
+        uint64_t start = clock_now_ms();
+        cr_assert_eq(workqueue_add_rate_limited(q, "job"), 0);
+        cr_assert_eq(workqueue_num_requeues(q, "job"), n);
+        uint64_t waited = timed_get(q, start, "job");
+        cr_assert_geq(waited, want, "requeue %u came after %llu ms, want >= %llu", n,
+                      (unsigned long long)waited, (unsigned long long)want);
+    }
+
+    /* Three more failures while the key waits: they count, and the next delay would be 6.4 s. */
+    for (int i = 0; i < 3; i++)
+        workqueue_add_rate_limited(q, "job");
+    cr_assert_eq(workqueue_num_requeues(q, "job"), 6);
+    expect_next(q, "job");
+
+    workqueue_forget(q, "job");
+    cr_assert_eq(workqueue_num_requeues(q, "job"), 0);
+    uint64_t start = clock_now_ms();
+    workqueue_add_rate_limited(q, "job");
+    uint64_t waited = timed_get(q, start, "job");
+    cr_assert_geq(waited, 100);
+    cr_assert_lt(waited, 3200, "forget did not reset the backoff (%llu ms)", (unsigned long long)waited);
+    cr_assert_eq(workqueue_num_requeues(q, "job"), 1);
+    workqueue_free(q);
+}
+
+Test(workqueue, backoff_is_capped_without_overflow, .timeout = 30)
+{
+    struct workqueue_options opts = {.base_delay_ms = 3, .max_delay_ms = 150};
+    struct workqueue *q = workqueue_new(&opts);
+    for (int i = 0; i < 100; i++) /* 3 << 99 would overflow; the first deadline (3 ms) stands */
+        workqueue_add_rate_limited(q, "job");
+    cr_assert_eq(workqueue_num_requeues(q, "job"), 100);
+    expect_next(q, "job");
+
+    uint64_t start = clock_now_ms();
+    workqueue_add_rate_limited(q, "job");
+    uint64_t waited = timed_get(q, start, "job");
+    cr_assert_geq(waited, 150, "delay after 100 failures was %llu ms, below the cap",
+                  (unsigned long long)waited);
+    cr_assert_lt(waited, 10000);
+    workqueue_free(q);
+}
+
+/* ---- shutdown ------------------------------------------------------------------------------ */
+
+struct blocked_getter {
+    struct workqueue *q;
+    atomic_int started;
+    int rc;
+};
+
+static void *blocked_get(void *arg)
+{
+    struct blocked_getter *g = arg;
+    char *key = NULL;
+    atomic_store(&g->started, 1);
+    g->rc = workqueue_get(g->q, &key);
+    free(key);
+    return NULL;
+}
+
+Test(workqueue, shutdown_wakes_a_blocked_getter, .timeout = 30)
+{
+    struct blocked_getter g = {.q = workqueue_new(NULL), .rc = 1};
+    pthread_t t;
+    pthread_create(&t, NULL, blocked_get, &g);
+    cr_assert(wait_for_int(&g.started, 1));
+    clock_sleep_ms(100); /* let it reach the wait */
+    cr_assert_not(workqueue_shutting_down(g.q));
+    workqueue_shutdown(g.q);
+    pthread_join(t, NULL);
+    cr_assert_eq(g.rc, -ESHUTDOWN);
+    cr_assert(workqueue_shutting_down(g.q));
+
+    cr_assert_eq(workqueue_add(g.q, "late"), 0);
+    cr_assert_eq(workqueue_add_after(g.q, "late", 10), 0);
+    cr_assert_eq(workqueue_len(g.q), 0, "an add after shutdown was queued");
+    cr_assert_eq(workqueue_delayed_len(g.q), 0);
+    workqueue_free(g.q);
+}
+
+Test(workqueue, get_after_shutdown_drains_ready_keys_first)
+{
+    struct workqueue *q = workqueue_new(NULL);
+    workqueue_add(q, "a");
+    workqueue_add(q, "b");
+    workqueue_shutdown(q);
+    expect_next(q, "a");
+    expect_next(q, "b");
+    char *key = NULL;
+    cr_assert_eq(workqueue_get(q, &key), -ESHUTDOWN);
+    cr_assert_null(key);
+    workqueue_free(q);
+}
+
+Test(workqueue, done_after_shutdown_still_hands_back_a_dirty_key)
+{
+    struct workqueue *q = workqueue_new(NULL);
+    char *key = NULL;
+    workqueue_add(q, "a");
+    cr_assert_eq(workqueue_get(q, &key), 0);
+    workqueue_add(q, "a");
+    workqueue_shutdown(q);
+    workqueue_done(q, key);
+    free(key);
+    expect_next(q, "a");
+    cr_assert_eq(workqueue_get(q, &key), -ESHUTDOWN);
+    workqueue_free(q);
+}
+
+Test(workqueue, free_with_pending_work_releases_everything, .timeout = 30)
+{
+    struct workqueue *q = workqueue_new(NULL);
+    char name[32];
+    for (int i = 0; i < 100; i++) { /* enough to grow the map and both arrays */
+        snprintf(name, sizeof(name), "ns/delayed-%d", i);
+        cr_assert_eq(workqueue_add_after(q, name, 60000 + (uint64_t)i), 0);
+    }
+    for (int i = 0; i < 50; i++) {
+        snprintf(name, sizeof(name), "ns/ready-%d", i);
+        cr_assert_eq(workqueue_add(q, name), 0);
+    }
+    workqueue_add_rate_limited(q, "ns/failing");
+    workqueue_add_rate_limited(q, "ns/failing");
+
+    char *key = NULL; /* one left in processing, never done */
+    cr_assert_eq(workqueue_get(q, &key), 0);
+    workqueue_add(q, key);
+    free(key);
+
+    cr_assert_eq(workqueue_delayed_len(q), 101);
+    cr_assert_eq(workqueue_len(q), 49);
+    workqueue_free(q);
+    cr_assert_eq(leak_check(), 0, "workqueue_free left memory behind");
+}
+
+Test(workqueue, free_null_is_a_no_op) { workqueue_free(NULL); }
