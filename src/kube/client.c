@@ -648,10 +648,11 @@ int kube_list_all(struct kube_client *c, const struct kube_resource *res, const 
     if (opts)
         page = *opts;
     int rc = 0;
+    const char *start_token = opts ? opts->continue_token : NULL;
     for (int restart = 0; restart < 3; restart++) {
         cJSON *all = cJSON_CreateArray();
         char *rv = NULL;
-        char *cont = opts && opts->continue_token ? strdup(opts->continue_token) : NULL;
+        char *cont = start_token ? strdup(start_token) : NULL;
         if (!all)
             return KUBE_ENOMEM;
         for (;;) {
@@ -691,7 +692,7 @@ int kube_list_all(struct kube_client *c, const struct kube_resource *res, const 
             return rc;
         /* The continue token expired mid-list: start again for a consistent snapshot. */
         log_info("list continue token expired; listing again", "resource=%s", res->plural);
-        page.continue_token = NULL;
+        start_token = NULL;
     }
     return rc;
 }

@@ -1,0 +1,547 @@
+/* The REST client against the API-server double: verbs, Status decoding, retries, credentials,
+ * TLS, caps. Each test starts its own double. */
+#include <criterion/criterion.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "kube/client.h"
+#include "kube/config.h"
+#include "kube/watch.h"
+#include "support/apiserver.h"
+#include "util/clock.h"
+#include "util/json.h"
+
+static const struct kube_resource MPIJOBS = {"kubeflow.org", "v2beta1", "mpijobs", "MPIJob", true};
+
+static struct test_apiserver srv;
+
+#define REQUIRE_DOUBLE() \
+    do { \
+        if (!srv.is_double) \
+            cr_skip_test("needs the API-server double (fault injection or request log)"); \
+    } while (0)
+
+static void start(void)
+{
+    cr_assert_eq(test_apiserver_start(&srv), 0, "API server did not start");
+}
+static void stop(void) { test_apiserver_stop(&srv); }
+
+static struct kube_client *client_with(const struct kube_client_options *opts)
+{
+    struct kube_config *cfg = NULL;
+    char err[256];
+    cr_assert_eq(kube_config_load_kubeconfig(srv.kubeconfig, NULL, &cfg, err, sizeof(err)), 0, "%s", err);
+    struct kube_client *c = NULL;
+    cr_assert_eq(kube_client_new(cfg, opts, &c), 0);
+    return c;
+}
+
+static cJSON *pod(const char *name)
+{
+    char text[512];
+    snprintf(text, sizeof(text),
+             "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"%s\",\"labels\":{\"app\":\"demo\"}},"
+             "\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"busybox\"}]}}",
+             name);
+    return cJSON_Parse(text);
+}
+
+/* How many log entries since `since` match method and a path suffix. */
+static int count_requests(int since, const char *method, const char *path_suffix, int code)
+{
+    cJSON *log = test_apiserver_log(&srv, since);
+    int n = 0;
+    cJSON *e;
+    cJSON_ArrayForEach(e, log) {
+        const char *m = json_string(e, "method");
+        const char *p = json_string(e, "path");
+        if (!m || !p || strcmp(m, method) != 0)
+            continue;
+        size_t lp = strlen(p), ls = strlen(path_suffix);
+        if (lp < ls || strcmp(p + lp - ls, path_suffix) != 0)
+            continue;
+        if (code && json_int(e, "code", 0) != code)
+            continue;
+        n++;
+    }
+    cJSON_Delete(log);
+    return n;
+}
+
+TestSuite(client, .init = start, .fini = stop, .timeout = 60);
+
+Test(client, create_get_conflict_and_already_exists_told_apart)
+{
+    struct kube_client *c = client_with(NULL);
+    struct kube_status st = {.retry_after_s = -1};
+    cJSON *p = pod("p1"), *out = NULL;
+    cr_assert_eq(kube_create(c, &KUBE_PODS, "default", p, &out, &st), 0);
+    cr_assert_str_eq(json_string(out, "metadata.name"), "p1");
+    cr_assert_not_null(json_string(out, "metadata.uid"));
+    char *rv = strdup(json_string(out, "metadata.resourceVersion"));
+    cJSON_Delete(out);
+
+    cr_assert_eq(kube_create(c, &KUBE_PODS, "default", p, NULL, &st), KUBE_EALREADYEXISTS);
+    cr_assert_eq(st.http_code, 409);
+    cr_assert_str_eq(st.reason, "AlreadyExists");
+    cr_assert_str_eq(st.message, "pods \"p1\" already exists");
+
+    /* A replace carrying a stale resourceVersion is a Conflict, not AlreadyExists. */
+    cJSON *meta = cJSON_GetObjectItem(p, "metadata");
+    cJSON_AddStringToObject(meta, "resourceVersion", "1");
+    cr_assert_eq(kube_replace(c, &KUBE_PODS, "default", "p1", p, NULL, &st), KUBE_ECONFLICT);
+    cr_assert_eq(st.http_code, 409);
+    cr_assert_str_eq(st.reason, "Conflict");
+    cr_assert_not_null(strstr(st.message, "the object has been modified"));
+
+    /* With the current version it goes through (and a real change gets a new version). */
+    cJSON_ReplaceItemInObject(meta, "resourceVersion", cJSON_CreateString(rv));
+    cJSON_AddStringToObject(cJSON_GetObjectItem(meta, "labels"), "changed", "yes");
+    cr_assert_eq(kube_replace(c, &KUBE_PODS, "default", "p1", p, &out, &st), 0);
+    cr_assert_str_neq(json_string(out, "metadata.resourceVersion"), rv);
+    cJSON_Delete(out);
+
+    cr_assert_eq(kube_get(c, &KUBE_PODS, "default", "nope", &out, &st), KUBE_ENOTFOUND);
+    cr_assert_null(out);
+    cr_assert_str_eq(st.reason, "NotFound");
+    cr_assert_str_eq(json_string(st.details, "name"), "nope");
+    kube_status_clear(&st);
+    free(rv);
+    cJSON_Delete(p);
+    kube_client_free(c);
+}
+
+Test(client, invalid_object_carries_causes)
+{
+    struct kube_client *c = client_with(NULL);
+    struct kube_status st = {.retry_after_s = -1};
+    cJSON *p = pod("Bad_Name");
+    cr_assert_eq(kube_create(c, &KUBE_PODS, "default", p, NULL, &st), KUBE_EINVALID);
+    cr_assert_eq(st.http_code, 422);
+    cJSON *causes = cJSON_GetObjectItem(st.details, "causes");
+    cr_assert_geq(cJSON_GetArraySize(causes), 1);
+    cr_assert_str_eq(json_string(cJSON_GetArrayItem(causes, 0), "field"), "metadata.name");
+    kube_status_clear(&st);
+    cJSON_Delete(p);
+    kube_client_free(c);
+}
+
+Test(client, patches_apply_status_and_strategic_refused_on_custom_resources)
+{
+    REQUIRE_DOUBLE();
+    struct kube_client *c = client_with(NULL);
+    struct kube_status st = {.retry_after_s = -1};
+    cJSON *job = cJSON_Parse("{\"apiVersion\":\"kubeflow.org/v2beta1\",\"kind\":\"MPIJob\",\"metadata\":"
+                             "{\"name\":\"j1\"},\"spec\":{\"slotsPerWorker\":1},\"status\":{\"x\":1}}");
+    cJSON *out = NULL;
+    cr_assert_eq(kube_create(c, &MPIJOBS, "default", job, &out, &st), 0);
+    cr_assert_eq(json_int(out, "metadata.generation", 0), 1);
+    cr_assert_null(json_path(out, "status.x"), "status must be ignored on create");
+    cJSON_Delete(out);
+
+    struct kube_patch_opts merge = {.type = KUBE_PATCH_MERGE};
+    cr_assert_eq(kube_patch(c, &MPIJOBS, "default", "j1", "{\"spec\":{\"slotsPerWorker\":2},\"status\":{\"y\":1}}",
+                            &merge, &out, &st), 0);
+    cr_assert_eq(json_int(out, "spec.slotsPerWorker", 0), 2);
+    cr_assert_eq(json_int(out, "metadata.generation", 0), 2);
+    cr_assert_null(json_path(out, "status.y"));
+    cJSON_Delete(out);
+
+    struct kube_patch_opts status = {.type = KUBE_PATCH_MERGE, .subresource = "status"};
+    cr_assert_eq(kube_patch(c, &MPIJOBS, "default", "j1", "{\"spec\":{\"slotsPerWorker\":9},\"status\":{\"y\":1}}",
+                            &status, &out, &st), 0);
+    cr_assert_eq(json_int(out, "status.y", 0), 1);
+    cr_assert_eq(json_int(out, "spec.slotsPerWorker", 0), 2);
+    cr_assert_eq(json_int(out, "metadata.generation", 0), 2, "status writes do not bump generation");
+    cJSON_Delete(out);
+
+    struct kube_patch_opts strategic = {.type = KUBE_PATCH_STRATEGIC};
+    cr_assert_eq(kube_patch(c, &MPIJOBS, "default", "j1", "{\"spec\":{}}", &strategic, NULL, &st),
+                 KUBE_EUNSUPPORTEDMEDIA);
+    cr_assert_eq(st.http_code, 415);
+
+    struct kube_patch_opts apply = {.type = KUBE_PATCH_APPLY, .field_manager = "mpijob-operator", .force = true};
+    cr_assert_eq(kube_patch(c, &KUBE_CONFIGMAPS, "default", "cm-applied",
+                            "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"cm-applied\"},"
+                            "\"data\":{\"a\":\"1\"}}",
+                            &apply, &out, &st), 0);
+    cr_assert_str_eq(json_string(out, "data.a"), "1");
+    cJSON_Delete(out);
+    cJSON *log = test_apiserver_log(&srv, 0);
+    int found = 0;
+    cJSON *e;
+    cJSON_ArrayForEach(e, log) {
+        const char *q = json_string(e, "query");
+        if (q && strstr(q, "fieldManager=mpijob-operator") && strstr(q, "force=true"))
+            found = 1;
+    }
+    cJSON_Delete(log);
+    cr_assert(found, "server-side apply must send fieldManager and force");
+    struct kube_patch_opts apply_no_manager = {.type = KUBE_PATCH_APPLY};
+    cr_assert_eq(kube_patch(c, &KUBE_CONFIGMAPS, "default", "x", "{}", &apply_no_manager, NULL, &st), KUBE_EINVAL);
+
+    struct kube_status st2 = {.retry_after_s = -1};
+    cJSON *full = NULL;
+    cr_assert_eq(kube_get(c, &MPIJOBS, "default", "j1", &full, &st2), 0);
+    cJSON_ReplaceItemInObject(full, "status", cJSON_Parse("{\"phase\":\"Done\"}"));
+    cr_assert_eq(kube_replace_status(c, &MPIJOBS, "default", "j1", full, &out, &st2), 0);
+    cr_assert_str_eq(json_string(out, "status.phase"), "Done");
+    cJSON_Delete(out);
+    cJSON_Delete(full);
+    kube_status_clear(&st);
+    kube_status_clear(&st2);
+    cJSON_Delete(job);
+    kube_client_free(c);
+}
+
+Test(client, delete_with_preconditions)
+{
+    struct kube_client *c = client_with(NULL);
+    struct kube_status st = {.retry_after_s = -1};
+    cJSON *p = pod("p3"), *out = NULL;
+    cr_assert_eq(kube_create(c, &KUBE_PODS, "default", p, &out, &st), 0);
+    char *uid = strdup(json_string(out, "metadata.uid"));
+    cJSON_Delete(out);
+    struct kube_delete_opts wrong = {.precondition_uid = "00000000-0000-0000-0000-000000000000",
+                                     .grace_period_s = -1};
+    cr_assert_eq(kube_delete(c, &KUBE_PODS, "default", "p3", &wrong, NULL, &st), KUBE_ECONFLICT);
+    cr_assert_not_null(strstr(st.message, "the UID in the precondition"));
+    struct kube_delete_opts right = {.precondition_uid = uid, .propagation_policy = "Background",
+                                     .grace_period_s = -1};
+    cr_assert_eq(kube_delete(c, &KUBE_PODS, "default", "p3", &right, NULL, &st), 0);
+    cr_assert_eq(kube_get(c, &KUBE_PODS, "default", "p3", NULL, &st), KUBE_ENOTFOUND);
+    cr_assert_eq(kube_delete(c, &KUBE_PODS, "default", "p3", NULL, NULL, &st), KUBE_ENOTFOUND);
+    free(uid);
+    kube_status_clear(&st);
+    cJSON_Delete(p);
+    kube_client_free(c);
+}
+
+Test(client, list_pagination_and_selectors)
+{
+    REQUIRE_DOUBLE();
+    struct kube_client *c = client_with(NULL);
+    struct kube_status st = {.retry_after_s = -1};
+    for (int i = 0; i < 7; i++) {
+        char name[16];
+        snprintf(name, sizeof(name), "p%d", i);
+        cJSON *p = pod(name);
+        if (i % 2)
+            cJSON_AddStringToObject(cJSON_GetObjectItem(cJSON_GetObjectItem(p, "metadata"), "labels"), "tier", "odd");
+        cr_assert_eq(kube_create(c, &KUBE_PODS, "default", p, NULL, &st), 0);
+        cJSON_Delete(p);
+    }
+    int since = 0;
+    cJSON *log = test_apiserver_log(&srv, 0);
+    since = cJSON_GetArraySize(log) ? (int)json_int(cJSON_GetArrayItem(log, cJSON_GetArraySize(log) - 1), "seq", 0) + 1 : 0;
+    cJSON_Delete(log);
+
+    struct kube_list_opts page = {.limit = 3};
+    cJSON *list = NULL;
+    cr_assert_eq(kube_list_page(c, &KUBE_PODS, "default", &page, &list, &st), 0);
+    cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(list, "items")), 3);
+    cr_assert_not_null(json_string(list, "metadata.continue"));
+    cJSON_Delete(list);
+
+    cJSON *items = NULL;
+    char *rv = NULL;
+    cr_assert_eq(kube_list_all(c, &KUBE_PODS, "default", &page, &items, &rv, &st), 0);
+    cr_assert_eq(cJSON_GetArraySize(items), 7);
+    cr_assert_not_null(rv);
+    cr_assert_eq(count_requests(since, "GET", "/api/v1/namespaces/default/pods", 200), 1 + 3);
+    cJSON_Delete(items);
+    free(rv);
+
+    struct kube_list_opts sel = {.label_selector = "app=demo,tier in (odd)", .field_selector = "metadata.name!=p1"};
+    cr_assert_eq(kube_list_all(c, &KUBE_PODS, "default", &sel, &items, NULL, &st), 0);
+    cr_assert_eq(cJSON_GetArraySize(items), 2, "p3 and p5");
+    cJSON_Delete(items);
+    kube_status_clear(&st);
+    kube_client_free(c);
+}
+
+Test(client, expired_continue_token_restarts_the_list)
+{
+    REQUIRE_DOUBLE();
+    struct kube_client *c = client_with(NULL);
+    struct kube_status st = {.retry_after_s = -1};
+    for (int i = 0; i < 5; i++) {
+        char name[16];
+        snprintf(name, sizeof(name), "c%d", i);
+        cJSON *p = pod(name);
+        cr_assert_eq(kube_create(c, &KUBE_PODS, "default", p, NULL, &st), 0);
+        cJSON_Delete(p);
+    }
+    struct kube_list_opts page = {.limit = 2};
+    cJSON *list = NULL;
+    cr_assert_eq(kube_list_page(c, &KUBE_PODS, "default", &page, &list, &st), 0);
+    char *cont = strdup(json_string(list, "metadata.continue"));
+    cJSON_Delete(list);
+    cr_assert_eq(test_apiserver_fault(&srv, "{\"compact\":true}"), 0);
+    page.continue_token = cont;
+    cr_assert_eq(kube_list_page(c, &KUBE_PODS, "default", &page, &list, &st), KUBE_EGONE);
+    cr_assert_eq(st.http_code, 410);
+    cr_assert_str_eq(st.reason, "Expired");
+    cr_assert_not_null(st.continue_token, "the 410 Status carries a fresh continue token");
+    /* kube_list_all starts over and still returns everything. */
+    cJSON *items = NULL;
+    cr_assert_eq(kube_list_all(c, &KUBE_PODS, "default", &page, &items, NULL, &st), 0);
+    cr_assert_eq(cJSON_GetArraySize(items), 5);
+    cJSON_Delete(items);
+    free(cont);
+    kube_status_clear(&st);
+    kube_client_free(c);
+}
+
+Test(client, burst_of_500s_is_retried_with_backoff)
+{
+    REQUIRE_DOUBLE();
+    struct kube_client_options opts = {.backoff_base_ms = 50, .backoff_max_ms = 400, .max_retries = 5};
+    struct kube_client *c = client_with(&opts);
+    struct kube_status st = {.retry_after_s = -1};
+    cJSON *p = pod("r1");
+    cr_assert_eq(kube_create(c, &KUBE_PODS, "default", p, NULL, &st), 0);
+    cr_assert_eq(test_apiserver_fault(&srv, "{\"failNext\":{\"count\":3,\"code\":500}}"), 0);
+    uint64_t t0 = clock_now_ms();
+    cJSON *out = NULL;
+    cr_assert_eq(kube_get(c, &KUBE_PODS, "default", "r1", &out, &st), 0);
+    uint64_t took = clock_now_ms() - t0;
+    cr_assert_str_eq(json_string(out, "metadata.name"), "r1");
+    cJSON_Delete(out);
+    cr_assert_eq(count_requests(0, "GET", "/pods/r1", 500), 3);
+    cr_assert_eq(count_requests(0, "GET", "/pods/r1", 200), 1);
+    struct kube_client_stats stats;
+    kube_client_stats(c, &stats);
+    cr_assert_eq(stats.retries, 3);
+    /* backoff: at least half of 50+100+200 ms with equal jitter */
+    cr_assert_geq(took, 175, "retries must back off (took %llu ms)", (unsigned long long)took);
+
+    /* more failures than retries: the error reaches the caller, bounded */
+    cr_assert_eq(test_apiserver_fault(&srv, "{\"failNext\":{\"count\":50,\"code\":503}}"), 0);
+    cr_assert_eq(kube_get(c, &KUBE_PODS, "default", "r1", NULL, &st), KUBE_ESERVER);
+    cr_assert_eq(st.http_code, 503);
+    cr_assert_eq(count_requests(0, "GET", "/pods/r1", 503), 6, "1 try + 5 retries");
+    test_apiserver_fault(&srv, "{\"failNext\":{\"count\":0,\"code\":500}}");
+    kube_status_clear(&st);
+    cJSON_Delete(p);
+    kube_client_free(c);
+}
+
+Test(client, too_many_requests_honours_retry_after)
+{
+    REQUIRE_DOUBLE();
+    struct kube_client_options opts = {.backoff_base_ms = 10, .backoff_max_ms = 20};
+    struct kube_client *c = client_with(&opts);
+    struct kube_status st = {.retry_after_s = -1};
+    cJSON *p = pod("t1");
+    cr_assert_eq(kube_create(c, &KUBE_PODS, "default", p, NULL, &st), 0);
+    cr_assert_eq(test_apiserver_fault(&srv, "{\"failNext\":{\"count\":1,\"code\":429,\"retryAfter\":1}}"), 0);
+    uint64_t t0 = clock_now_ms();
+    cr_assert_eq(kube_get(c, &KUBE_PODS, "default", "t1", NULL, &st), 0);
+    uint64_t took = clock_now_ms() - t0;
+    cr_assert_geq(took, 950, "Retry-After: 1 must be waited out even with a 20 ms backoff cap (took %llu)",
+                  (unsigned long long)took);
+    cr_assert_eq(count_requests(0, "GET", "/pods/t1", 429), 1);
+    kube_status_clear(&st);
+    cJSON_Delete(p);
+    kube_client_free(c);
+}
+
+/* A kubeconfig like the double's, but with the token taken from a file. */
+static void write_kubeconfig_with_token_file(const char *path, const char *token_file, const char *ca_override,
+                                             int insecure)
+{
+    FILE *in = fopen(srv.kubeconfig, "r");
+    cr_assert_not_null(in);
+    char text[16384];
+    size_t n = fread(text, 1, sizeof(text) - 1, in);
+    text[n] = 0;
+    fclose(in);
+    struct kube_config *cfg = NULL;
+    char err[256];
+    cr_assert_eq(kube_config_load_kubeconfig(srv.kubeconfig, NULL, &cfg, err, sizeof(err)), 0, "%s", err);
+    char ca_path[512];
+    snprintf(ca_path, sizeof(ca_path), "%s.ca", path);
+    FILE *ca = fopen(ca_path, "w");
+    if (ca_override)
+        fputs(ca_override, ca);
+    else
+        fwrite(cfg->ca.data, 1, cfg->ca.len, ca);
+    fclose(ca);
+    FILE *out = fopen(path, "w");
+    fprintf(out,
+            "apiVersion: v1\nkind: Config\ncurrent-context: t\n"
+            "clusters:\n- name: c\n  cluster:\n    server: %s\n    certificate-authority: %s\n%s"
+            "users:\n- name: u\n  user:\n    tokenFile: %s\n"
+            "contexts:\n- name: t\n  context:\n    cluster: c\n    user: u\n",
+            cfg->server, ca_path, insecure ? "    insecure-skip-tls-verify: true\n" : "", token_file);
+    fclose(out);
+    kube_config_free(cfg);
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+Test(client, rotated_token_file_is_reloaded_after_401)
+{
+    REQUIRE_DOUBLE();
+    char kc[512], tok[512];
+    snprintf(kc, sizeof(kc), "%s/rotating.kubeconfig", srv.dir);
+    snprintf(tok, sizeof(tok), "%s/token", srv.dir);
+    write_file(tok, srv.token);
+    write_kubeconfig_with_token_file(kc, tok, NULL, 0);
+    struct kube_config *cfg = NULL;
+    char err[256];
+    cr_assert_eq(kube_config_load_kubeconfig(kc, NULL, &cfg, err, sizeof(err)), 0, "%s", err);
+    struct kube_client *c = NULL;
+    cr_assert_eq(kube_client_new(cfg, NULL, &c), 0);
+    struct kube_status st = {.retry_after_s = -1};
+    cr_assert_eq(kube_get(c, &KUBE_PODS, "default", "none", NULL, &st), KUBE_ENOTFOUND);
+
+    /* The server now only accepts the new token; the file is rotated. */
+    cr_assert_eq(test_apiserver_control(&srv, "POST", "/_double/tokens", "{\"tokens\":[\"rotated-token\"]}", NULL), 200);
+    write_file(tok, "rotated-token\n");
+    cr_assert_eq(kube_get(c, &KUBE_PODS, "default", "none", NULL, &st), KUBE_ENOTFOUND,
+                 "401 must reload the token file and retry");
+    struct kube_client_stats stats;
+    kube_client_stats(c, &stats);
+    cr_assert_eq(stats.token_reloads, 1);
+    cr_assert_eq(count_requests(0, "GET", "/pods/none", 401), 1);
+
+    /* A token the server does not know, and no newer file: Unauthorized reaches the caller. */
+    cr_assert_eq(test_apiserver_control(&srv, "POST", "/_double/tokens", "{\"tokens\":[\"another\"]}", NULL), 200);
+    cr_assert_eq(kube_get(c, &KUBE_PODS, "default", "none", NULL, &st), KUBE_EUNAUTHORIZED);
+    cr_assert_str_eq(st.reason, "Unauthorized");
+    kube_status_clear(&st);
+    kube_client_free(c);
+}
+
+Test(client, tls_is_verified_unless_the_kubeconfig_says_otherwise)
+{
+    /* A real CA, just not the one that signed the server's certificate. */
+    char cmd[1024], ca_file[512];
+    snprintf(ca_file, sizeof(ca_file), "%s/other-ca.crt", srv.dir);
+    snprintf(cmd, sizeof(cmd),
+             "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=other-root "
+             "-keyout %s/other-ca.key -out %s -days 1 2>/dev/null", srv.dir, ca_file);
+    cr_assert_eq(system(cmd), 0);
+    static char other_ca[8192];
+    FILE *f = fopen(ca_file, "r");
+    size_t len = fread(other_ca, 1, sizeof(other_ca) - 1, f);
+    other_ca[len] = 0;
+    fclose(f);
+    char kc[512], tok[512];
+    snprintf(tok, sizeof(tok), "%s/token2", srv.dir);
+    write_file(tok, srv.token);
+    snprintf(kc, sizeof(kc), "%s/wrong-ca.kubeconfig", srv.dir);
+    write_kubeconfig_with_token_file(kc, tok, other_ca, 0);
+    struct kube_config *cfg = NULL;
+    char err[256];
+    struct kube_client_options opts = {.max_retries = -1};
+    struct kube_status st = {.retry_after_s = -1};
+    struct kube_client *c = NULL;
+    cr_assert_eq(kube_config_load_kubeconfig(kc, NULL, &cfg, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(kube_client_new(cfg, &opts, &c), 0);
+    cr_assert_eq(kube_get(c, &KUBE_PODS, "default", "x", NULL, &st), KUBE_ETRANSPORT,
+                 "a server certificate from an unknown CA must be refused");
+    cr_assert_not_null(st.message);
+    kube_client_free(c);
+    snprintf(kc, sizeof(kc), "%s/insecure.kubeconfig", srv.dir);
+    write_kubeconfig_with_token_file(kc, tok, other_ca, 1);
+    cr_assert_eq(kube_config_load_kubeconfig(kc, NULL, &cfg, err, sizeof(err)), 0, "%s", err);
+    cr_assert(cfg->insecure_skip_tls_verify);
+    cr_assert_eq(kube_client_new(cfg, &opts, &c), 0);
+    cr_assert_eq(kube_get(c, &KUBE_PODS, "default", "x", NULL, &st), KUBE_ENOTFOUND);
+    kube_status_clear(&st);
+    kube_client_free(c);
+}
+
+Test(client, oversized_body_is_refused)
+{
+    struct kube_client *c = client_with(NULL);
+    struct kube_status st = {.retry_after_s = -1};
+    cJSON *cm = cJSON_Parse("{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"big\"},\"data\":{}}");
+    char *value = malloc(200000);
+    memset(value, 'x', 199999);
+    value[199999] = 0;
+    cJSON_AddStringToObject(cJSON_GetObjectItem(cm, "data"), "v", value);
+    free(value);
+    cr_assert_eq(kube_create(c, &KUBE_CONFIGMAPS, "default", cm, NULL, &st), 0);
+    cJSON_Delete(cm);
+    kube_client_free(c);
+
+    struct kube_client_options small = {.max_body = 64 * 1024};
+    c = client_with(&small);
+    cJSON *out = NULL;
+    cr_assert_eq(kube_get(c, &KUBE_CONFIGMAPS, "default", "big", &out, &st), KUBE_ETOOBIG);
+    cr_assert_null(out);
+    kube_status_clear(&st);
+    kube_client_free(c);
+}
+
+struct hammer {
+    struct kube_client *c;
+    int failures;
+};
+
+static void *hammer_run(void *arg)
+{
+    struct hammer *h = arg;
+    struct kube_status st = {.retry_after_s = -1};
+    for (int i = 0; i < 40; i++) {
+        cJSON *out = NULL;
+        if (kube_get(h->c, &KUBE_PODS, "default", "shared", &out, &st) != 0)
+            h->failures++;
+        cJSON_Delete(out);
+    }
+    kube_status_clear(&st);
+    return NULL;
+}
+
+Test(client, one_client_shared_by_threads)
+{
+    struct kube_client_options opts = {.qps = -1};
+    struct kube_client *c = client_with(&opts);
+    cJSON *p = pod("shared");
+    cr_assert_eq(kube_create(c, &KUBE_PODS, "default", p, NULL, NULL), 0);
+    cJSON_Delete(p);
+    pthread_t t[4];
+    struct hammer h[4];
+    for (int i = 0; i < 4; i++) {
+        h[i] = (struct hammer){.c = c};
+        pthread_create(&t[i], NULL, hammer_run, &h[i]);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+        cr_assert_eq(h[i].failures, 0);
+    }
+    kube_client_free(c);
+}
+
+Test(client, qps_limit_spaces_requests)
+{
+    struct kube_client_options opts = {.qps = 20, .burst = 2};
+    struct kube_client *c = client_with(&opts);
+    uint64_t t0 = clock_now_ms();
+    for (int i = 0; i < 12; i++)
+        kube_get(c, &KUBE_PODS, "default", "absent", NULL, NULL);
+    uint64_t took = clock_now_ms() - t0;
+    struct kube_client_stats stats;
+    kube_client_stats(c, &stats);
+    /* 10 requests past the burst at 20/s: about 500 ms of throttling */
+    cr_assert_geq(stats.throttled_ms, 400, "throttled %llu ms", (unsigned long long)stats.throttled_ms);
+    cr_assert_geq(took, 400);
+    kube_client_free(c);
+}

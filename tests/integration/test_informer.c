@@ -1,0 +1,417 @@
+/* Informer against the API-server double: list+watch, resume after dropped streams without
+ * relisting, relist after expiry with DELETED synthesised, and convergence after many drops. */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kube/client.h"
+#include "kube/config.h"
+#include "kube/informer.h"
+#include "support/apiserver.h"
+#include "util/clock.h"
+#include "util/json.h"
+#include "util/strmap.h"
+
+static struct test_apiserver srv;
+
+#define REQUIRE_DOUBLE() \
+    do { \
+        if (!srv.is_double) \
+            cr_skip_test("needs the API-server double (fault injection or request log)"); \
+    } while (0)
+static struct kube_client *admin; /* writes objects */
+
+/* What the handlers saw, per object name: adds, updates, deletes and the last version. */
+struct tally {
+    pthread_mutex_t lock;
+    struct strmap *adds, *updates, *deletes, *last_rv;
+    int total;
+};
+
+static void bump(struct strmap *m, const char *key)
+{
+    intptr_t n = (intptr_t)strmap_get(m, key);
+    strmap_put(m, key, (void *)(n + 1));
+}
+
+static void on_add(void *ctx, struct kube_object *o)
+{
+    struct tally *t = ctx;
+    pthread_mutex_lock(&t->lock);
+    bump(t->adds, o->name);
+    strmap_put(t->last_rv, o->name, strdup(o->resource_version));
+    t->total++;
+    pthread_mutex_unlock(&t->lock);
+}
+
+static void on_update(void *ctx, struct kube_object *old_obj, struct kube_object *o)
+{
+    struct tally *t = ctx;
+    pthread_mutex_lock(&t->lock);
+    bump(t->updates, o->name);
+    strmap_put(t->last_rv, o->name, strdup(o->resource_version));
+    t->total++;
+    pthread_mutex_unlock(&t->lock);
+}
+
+static void on_delete(void *ctx, struct kube_object *o)
+{
+    struct tally *t = ctx;
+    pthread_mutex_lock(&t->lock);
+    bump(t->deletes, o->name);
+    strmap_remove(t->last_rv, o->name);
+    t->total++;
+    pthread_mutex_unlock(&t->lock);
+}
+
+static struct tally *tally_new(void)
+{
+    struct tally *t = calloc(1, sizeof(*t));
+    pthread_mutex_init(&t->lock, NULL);
+    t->adds = strmap_new(NULL);
+    t->updates = strmap_new(NULL);
+    t->deletes = strmap_new(NULL);
+    t->last_rv = strmap_new(free);
+    return t;
+}
+
+static void tally_free(struct tally *t)
+{
+    strmap_free(t->adds);
+    strmap_free(t->updates);
+    strmap_free(t->deletes);
+    strmap_free(t->last_rv);
+    pthread_mutex_destroy(&t->lock);
+    free(t);
+}
+
+static int tally_get(struct tally *t, struct strmap *m, const char *name)
+{
+    pthread_mutex_lock(&t->lock);
+    int n = (int)(intptr_t)strmap_get(m, name);
+    pthread_mutex_unlock(&t->lock);
+    return n;
+}
+
+static struct kube_client *new_client(void)
+{
+    struct kube_config *cfg = NULL;
+    char err[256];
+    cr_assert_eq(kube_config_load_kubeconfig(srv.kubeconfig, NULL, &cfg, err, sizeof(err)), 0, "%s", err);
+    struct kube_client_options opts = {.qps = -1, .backoff_base_ms = 20, .backoff_max_ms = 200};
+    struct kube_client *c = NULL;
+    cr_assert_eq(kube_client_new(cfg, &opts, &c), 0);
+    return c;
+}
+
+static void setup(void)
+{
+    cr_assert_eq(test_apiserver_start(&srv), 0);
+    admin = new_client();
+}
+
+static void teardown(void)
+{
+    kube_client_free(admin);
+    test_apiserver_stop(&srv);
+}
+
+static void put_configmap(const char *name, const char *value, const char *label)
+{
+    char text[512];
+    snprintf(text, sizeof(text),
+             "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"%s\",\"labels\":{\"set\":\"%s\"}},"
+             "\"data\":{\"v\":\"%s\"}}",
+             name, label, value);
+    cJSON *cm = cJSON_Parse(text);
+    struct kube_status st = {.retry_after_s = -1};
+    int rc = kube_create(admin, &KUBE_CONFIGMAPS, "default", cm, NULL, &st);
+    if (rc == KUBE_EALREADYEXISTS) {
+        char patch[256];
+        snprintf(patch, sizeof(patch), "{\"data\":{\"v\":\"%s\"}}", value);
+        struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE};
+        rc = kube_patch(admin, &KUBE_CONFIGMAPS, "default", name, patch, &po, NULL, &st);
+    }
+    cr_assert_eq(rc, 0, "put %s: %s", name, kube_strerror(rc));
+    kube_status_clear(&st);
+    cJSON_Delete(cm);
+}
+
+static void delete_configmap(const char *name)
+{
+    cr_assert_eq(kube_delete(admin, &KUBE_CONFIGMAPS, "default", name, NULL, NULL, NULL), 0);
+}
+
+/* Polls until the informer's cache equals the server's list (names and resourceVersions). */
+static int converged(struct informer *inf, const char *selector)
+{
+    struct kube_list_opts lo = {.label_selector = selector};
+    cJSON *items = NULL;
+    if (kube_list_all(admin, &KUBE_CONFIGMAPS, "default", &lo, &items, NULL, NULL) != 0)
+        return 0;
+    int ok = (size_t)cJSON_GetArraySize(items) == informer_size(inf);
+    cJSON *it;
+    cJSON_ArrayForEach(it, items) {
+        if (!ok)
+            break;
+        struct kube_object *o = informer_get(inf, "default", json_string(it, "metadata.name"));
+        ok = o && strcmp(o->resource_version, json_string(it, "metadata.resourceVersion")) == 0;
+        kube_object_unref(o);
+    }
+    cJSON_Delete(items);
+    return ok;
+}
+
+static int wait_converged(struct informer *inf, const char *selector, uint64_t ms)
+{
+    uint64_t end = clock_now_ms() + ms;
+    while (clock_now_ms() < end) {
+        if (converged(inf, selector))
+            return 1;
+        clock_sleep_ms(25);
+    }
+    return converged(inf, selector);
+}
+
+static int wait_total(struct tally *t, int n, uint64_t ms)
+{
+    uint64_t end = clock_now_ms() + ms;
+    for (;;) {
+        pthread_mutex_lock(&t->lock);
+        int total = t->total;
+        pthread_mutex_unlock(&t->lock);
+        if (total >= n)
+            return total;
+        if (clock_now_ms() > end)
+            return total;
+        clock_sleep_ms(10);
+    }
+}
+
+static struct informer *start_informer(struct kube_client *c, struct tally *t, const char *selector, long page)
+{
+    struct informer_config cfg = {.resource = &KUBE_CONFIGMAPS,
+                                  .namespace = "default",
+                                  .label_selector = selector,
+                                  .page_size = page,
+                                  .backoff_base_ms = 20,
+                                  .backoff_max_ms = 200,
+                                  .handlers = {on_add, on_update, on_delete, t}};
+    struct informer *inf = NULL;
+    cr_assert_eq(informer_new(c, &cfg, &inf), 0);
+    cr_assert_eq(informer_start(inf), 0);
+    cr_assert_eq(informer_wait_synced(inf, 10000), 0);
+    return inf;
+}
+
+TestSuite(informer, .init = setup, .fini = teardown, .timeout = 90);
+
+Test(informer, lists_in_pages_then_follows_the_watch)
+{
+    REQUIRE_DOUBLE();
+    for (int i = 0; i < 7; i++) {
+        char n[16];
+        snprintf(n, sizeof(n), "cm%d", i);
+        put_configmap(n, "0", "a");
+    }
+    struct kube_client *c = new_client();
+    struct tally *t = tally_new();
+    struct informer *inf = start_informer(c, t, NULL, 3);
+    cr_assert(informer_has_synced(inf));
+    cr_assert_eq(informer_size(inf), 7);
+    cr_assert_eq(tally_get(t, t->adds, "cm6"), 1);
+
+    /* the initial list came in pages of 3: three requests */
+    cJSON *log = test_apiserver_log(&srv, 0);
+    int lists = 0;
+    cJSON *e;
+    cJSON_ArrayForEach(e, log) {
+        const char *verb = json_string(e, "verb");
+        if (verb && strcmp(verb, "list") == 0 && strstr(json_string(e, "path"), "configmaps"))
+            lists++;
+    }
+    cJSON_Delete(log);
+    cr_assert_eq(lists, 3, "paginated initial list: %d list requests", lists);
+
+
+    put_configmap("cm1", "1", "a");
+    put_configmap("new", "0", "a");
+    delete_configmap("cm2");
+    cr_assert(wait_converged(inf, NULL, 5000));
+    wait_total(t, 10, 5000);
+    cr_assert_eq(tally_get(t, t->updates, "cm1"), 1);
+    cr_assert_eq(tally_get(t, t->adds, "new"), 1);
+    cr_assert_eq(tally_get(t, t->deletes, "cm2"), 1);
+
+    struct kube_object **list = NULL;
+    int n = informer_list(inf, "default", &list);
+    cr_assert_eq(n, 7);
+    kube_object_list_free(list, (size_t)n);
+    n = informer_list(inf, "elsewhere", &list);
+    cr_assert_eq(n, 0);
+    kube_object_list_free(list, 0);
+
+    informer_free(inf);
+    tally_free(t);
+    kube_client_free(c);
+}
+
+Test(informer, label_selector_and_owner_index)
+{
+    put_configmap("in", "0", "mine");
+    put_configmap("out", "0", "other");
+    const char *owned = "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"owned\",\"labels\":"
+                        "{\"set\":\"mine\"},\"ownerReferences\":[{\"apiVersion\":\"kubeflow.org/v2beta1\","
+                        "\"kind\":\"MPIJob\",\"name\":\"j\",\"uid\":\"job-uid-1\",\"controller\":true}]}}";
+    cJSON *cm = cJSON_Parse(owned);
+    cr_assert_eq(kube_create(admin, &KUBE_CONFIGMAPS, "default", cm, NULL, NULL), 0);
+    cJSON_Delete(cm);
+    struct kube_client *c = new_client();
+    struct tally *t = tally_new();
+    struct informer *inf = start_informer(c, t, "set=mine", 0);
+    cr_assert_eq(informer_size(inf), 2);
+    struct kube_object *o = informer_get(inf, "default", "out");
+    cr_assert_null(o);
+    struct kube_object **list = NULL;
+    int n = informer_list_by_owner(inf, "job-uid-1", &list);
+    cr_assert_eq(n, 1);
+    cr_assert_str_eq(list[0]->name, "owned");
+    kube_object_list_free(list, (size_t)n);
+
+    /* an object that stops matching the selector leaves the cache */
+    struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE};
+    cr_assert_eq(kube_patch(admin, &KUBE_CONFIGMAPS, "default", "in", "{\"metadata\":{\"labels\":{\"set\":\"x\"}}}",
+                            &po, NULL, NULL), 0);
+    cr_assert(wait_converged(inf, "set=mine", 5000));
+    cr_assert_eq(informer_size(inf), 1);
+    informer_free(inf);
+    tally_free(t);
+    kube_client_free(c);
+}
+
+Test(informer, stream_dropped_mid_event_resumes_without_relist_loss_or_duplicate)
+{
+    REQUIRE_DOUBLE();
+    put_configmap("a", "0", "s");
+    struct kube_client *c = new_client();
+    struct tally *t = tally_new();
+    struct informer *inf = start_informer(c, t, NULL, 0);
+    put_configmap("a", "1", "s");
+    cr_assert(wait_converged(inf, NULL, 5000));
+
+    cr_assert_eq(test_apiserver_fault(&srv, "{\"dropWatches\":\"midEvent\"}"), 0);
+    put_configmap("b", "0", "s"); /* this event is cut in half on the wire */
+    put_configmap("a", "2", "s");
+    cr_assert(wait_converged(inf, NULL, 10000));
+    wait_total(t, 4, 2000);
+    clock_sleep_ms(300);
+
+    cr_assert_eq(tally_get(t, t->adds, "b"), 1, "the event cut on the wire arrives exactly once");
+    cr_assert_eq(tally_get(t, t->adds, "a"), 1);
+    cr_assert_eq(tally_get(t, t->updates, "a"), 2);
+    struct informer_stats st;
+    informer_stats(inf, &st);
+    cr_assert_eq(st.lists, 1, "resume from the last resourceVersion, no relist (lists=%llu)",
+                 (unsigned long long)st.lists);
+    cr_assert_geq(st.watch_restarts, 1);
+    informer_free(inf);
+    tally_free(t);
+    kube_client_free(c);
+}
+
+Test(informer, expired_version_relists_and_synthesises_deleted)
+{
+    REQUIRE_DOUBLE();
+    put_configmap("keep", "0", "s");
+    put_configmap("gone1", "0", "s");
+    put_configmap("gone2", "0", "s");
+    put_configmap("changed", "0", "s");
+    struct kube_client *c = new_client();
+    struct tally *t = tally_new();
+    struct informer *inf = start_informer(c, t, NULL, 0);
+    cr_assert_eq(informer_size(inf), 4);
+
+    /* Disconnect the informer, change things behind its back, then compact history. */
+    cr_assert_eq(test_apiserver_fault(&srv, "{\"blockWatches\":true}"), 0);
+    cr_assert_eq(test_apiserver_fault(&srv, "{\"dropWatches\":true}"), 0);
+    delete_configmap("gone1");
+    delete_configmap("gone2");
+    put_configmap("changed", "1", "s");
+    put_configmap("fresh", "0", "s");
+    cr_assert_eq(test_apiserver_fault(&srv, "{\"compact\":true}"), 0);
+    cr_assert_eq(test_apiserver_fault(&srv, "{\"blockWatches\":false}"), 0);
+
+    cr_assert(wait_converged(inf, NULL, 15000), "cache converges after the relist");
+    wait_total(t, 8, 3000);
+    cr_assert_eq(tally_get(t, t->deletes, "gone1"), 1, "DELETED synthesised for a vanished object");
+    cr_assert_eq(tally_get(t, t->deletes, "gone2"), 1);
+    cr_assert_eq(tally_get(t, t->updates, "changed"), 1);
+    cr_assert_eq(tally_get(t, t->adds, "fresh"), 1);
+    cr_assert_eq(tally_get(t, t->updates, "keep"), 0, "unchanged objects are not re-delivered");
+    struct informer_stats st;
+    informer_stats(inf, &st);
+    cr_assert_eq(st.relists, 1);
+    informer_free(inf);
+    tally_free(t);
+    kube_client_free(c);
+}
+
+Test(informer, twenty_drops_in_a_row_still_converge)
+{
+    REQUIRE_DOUBLE();
+    struct kube_client *c = new_client();
+    struct tally *t = tally_new();
+    put_configmap("x", "0", "s");
+    struct informer *inf = start_informer(c, t, NULL, 0);
+    char name[32], value[16];
+    for (int i = 0; i < 20; i++) {
+        snprintf(name, sizeof(name), "n%d", i);
+        snprintf(value, sizeof(value), "%d", i + 1);
+        put_configmap(name, "0", "s");
+        put_configmap("x", value, "s");
+        if (i % 3 == 2)
+            delete_configmap(name);
+        cr_assert_eq(test_apiserver_fault(&srv, i % 2 ? "{\"dropWatches\":true}" : "{\"dropWatches\":\"midEvent\"}"), 0);
+        if (i % 5 == 4) {
+            /* now and then the history is compacted too, forcing a relist */
+            cr_assert_eq(test_apiserver_fault(&srv, "{\"compact\":true}"), 0);
+            cr_assert_eq(test_apiserver_fault(&srv, "{\"dropWatches\":true}"), 0);
+        }
+        clock_sleep_ms(30);
+    }
+    cr_assert(wait_converged(inf, NULL, 20000), "cache equals the server after 20 drops");
+    clock_sleep_ms(300);
+    for (int i = 0; i < 20; i++) {
+        snprintf(name, sizeof(name), "n%d", i);
+        cr_assert_eq(tally_get(t, t->adds, name), 1, "%s added once", name);
+        cr_assert_eq(tally_get(t, t->deletes, name), i % 3 == 2 ? 1 : 0, "%s deleted once or never", name);
+    }
+    struct kube_object *x = informer_get(inf, "default", "x");
+    cJSON *tree = kube_object_parse(x);
+    cr_assert_str_eq(json_string(tree, "data.v"), "20");
+    cJSON_Delete(tree);
+    kube_object_unref(x);
+    informer_free(inf);
+    tally_free(t);
+    kube_client_free(c);
+}
+
+Test(informer, survives_an_apiserver_restart)
+{
+    REQUIRE_DOUBLE();
+    put_configmap("r", "0", "s");
+    struct kube_client *c = new_client();
+    struct tally *t = tally_new();
+    struct informer *inf = start_informer(c, t, NULL, 0);
+    cr_assert_eq(test_apiserver_fault(&srv, "{\"restart\":{\"downMs\":700}}"), 0);
+    clock_sleep_ms(900);
+    put_configmap("r", "1", "s");
+    put_configmap("after", "0", "s");
+    cr_assert(wait_converged(inf, NULL, 15000));
+    cr_assert_eq(tally_get(t, t->adds, "after"), 1);
+    informer_free(inf);
+    tally_free(t);
+    kube_client_free(c);
+}
