@@ -3,7 +3,8 @@
 #
 # Criterion counts a failed assertion or a crash inside a test, but a leak report comes when the
 # test's process exits, after the test has passed. So the output is also scanned: any sanitizer
-# report fails the run, with the report's summary printed after Criterion's own.
+# report in project code fails the run, listed after Criterion's own summary
+# (scripts/sanitizer-reports.py).
 set -u
 bin=${1:?usage: run-tests.sh TEST_BINARY [criterion args]}
 shift
@@ -17,11 +18,11 @@ trap 'rm -f "$log"' EXIT
 "$bin" --jobs "$jobs" "$@" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 
-reports=$(grep -E 'ERROR: (Address|Leak)Sanitizer|runtime error:|crashed during its setup or teardown' "$log" | sort | uniq -c)
-if [ -n "$reports" ]; then
+if ! python3 "$(dirname "$0")/sanitizer-reports.py" "$log" > "$log.reports"; then
     echo
-    echo "sanitizer reports (these fail the run even where Criterion counted the test as passing):"
-    echo "$reports"
+    cat "$log.reports"
+    rm -f "$log.reports"
     exit 1
 fi
+rm -f "$log.reports"
 exit "$status"
