@@ -17,7 +17,7 @@ SAN       := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-fr
 ASAN_FLAGS := $(BASE) -O1 -g $(SAN)
 LIBS      := $(PKG_LIBS) -lpthread -lm
 
-KUBE_SRC   := $(wildcard src/util/*.c src/kube/*.c)
+KUBE_SRC   := $(wildcard src/util/*.c src/kube/*.c src/mpijob/*.c)
 WORKER_SRC := $(wildcard src/util/*.c src/worker/*.c)
 TEST_SRC   := $(wildcard tests/unit/*.c tests/integration/*.c tests/support/*.c)
 

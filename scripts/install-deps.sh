@@ -5,7 +5,8 @@
 set -eu
 
 PACKAGES="gcc make pkg-config libc6-dev python3 openssl ca-certificates
-libcurl4-openssl-dev libcjson-dev libyaml-dev libssl-dev libcriterion-dev"
+libcurl4-openssl-dev libcjson-dev libyaml-dev libssl-dev libcriterion-dev
+openssh-client python3-yaml"
 
 # Extra sets for the optional targets (make fuzz needs clang with libFuzzer).
 case "${1:-}" in
