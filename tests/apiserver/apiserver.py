@@ -1,0 +1,3563 @@
+#!/usr/bin/env python3
+"""A Kubernetes API-server double for the integration tests (Python 3 standard library only).
+
+A real HTTPS server on 127.0.0.1 that speaks the parts of the Kubernetes REST API the operator
+relies on, shaped after exchanges recorded from kube-apiserver 1.32 (see
+../shared/apiserver-recordings), plus a control API under /_double/ for fault injection.
+
+    python3 tests/apiserver/apiserver.py --state-dir DIR [--port 0] [--token T ...]
+                                         [--bookmark-interval 5] [--extra-crd JSON ...]
+
+DIR receives ca.crt, server.crt/key, kubeconfig, port and finally ready. See README.md.
+"""
+
+import argparse
+import base64
+import collections
+import copy
+import datetime
+import faulthandler
+import hashlib
+import json
+import os
+import random
+import re
+import select
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import threading
+import time
+import traceback
+import urllib.parse
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+MAX_BODY = 3 * 1024 * 1024          # kube-apiserver's request body limit for JSON
+WATCH_QUEUE_MAX = 10000             # events buffered per watcher before it is closed
+HISTORY_MAX = 200000                # events kept for watch replay; older ones are compacted
+LOG_MAX = 200000                    # request log entries kept
+DRAIN_MAX = 64 * 1024 * 1024        # an oversized body up to this size is read and discarded
+MAX_DEPTH = 100                     # deeper JSON bodies are refused (no object comes close)
+
+ADDED, MODIFIED, DELETED, BOOKMARK, ERROR = "ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"
+
+
+# --------------------------------------------------------------------------------------------
+# Errors and Status bodies
+# --------------------------------------------------------------------------------------------
+
+class ApiError(Exception):
+    """An error answered with a Kubernetes Status body."""
+
+    def __init__(self, code, body, headers=None):
+        super().__init__(body.get("message", ""))
+        self.code = code
+        self.body = body
+        self.headers = headers or {}
+
+
+def status_body(code, reason, message, details=None, metadata=None, status="Failure"):
+    body = {"kind": "Status", "apiVersion": "v1", "metadata": metadata if metadata is not None else {},
+            "status": status}
+    if message is not None:
+        body["message"] = message
+    if reason:
+        body["reason"] = reason
+    if details is not None:
+        body["details"] = details
+    if code is not None:
+        body["code"] = code
+    return body
+
+
+def api_error(code, reason, message, details=None, metadata=None, headers=None):
+    return ApiError(code, status_body(code, reason, message, details, metadata), headers)
+
+
+def err_bad_request(message):
+    return api_error(400, "BadRequest", message)
+
+
+def err_not_found_generic():
+    return api_error(404, "NotFound", "the server could not find the requested resource", {})
+
+
+def err_method_not_allowed():
+    return api_error(405, "MethodNotAllowed",
+                     "the server does not allow this method on the requested resource", {})
+
+
+def err_unauthorized():
+    return api_error(401, "Unauthorized", "Unauthorized")
+
+
+def err_internal(text):
+    return api_error(500, "InternalError", "Internal error occurred: " + text, {"causes": [{"message": text}]})
+
+
+def err_unprocessable_generic():
+    return api_error(422, "Invalid", "the server rejected our request due to an error in our request", {})
+
+
+class FieldError:
+    """One entry of field.ErrorList; renders like k8s.io/apimachinery/pkg/util/validation/field."""
+
+    def __init__(self, reason, field, message):
+        self.reason = reason
+        self.field = field
+        self.message = message
+
+    def cause(self):
+        return {"reason": self.reason, "message": self.message, "field": self.field}
+
+    def __str__(self):
+        return "%s: %s" % (self.field, self.message)
+
+
+class Raw(str):
+    """A value already rendered the way Go prints it (e.g. 0x0)."""
+
+
+def go_quote(value):
+    """Go's %#v / %q rendering of a value inside an error message (close enough for strings)."""
+    if isinstance(value, Raw):
+        return str(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, (int, float)):
+        return str(value)
+    return json.dumps(value, separators=(",", ":"))
+
+
+def fe_invalid(field, value, detail):
+    return FieldError("FieldValueInvalid", field, "Invalid value: %s: %s" % (go_quote(value), detail))
+
+
+def fe_required(field, detail=""):
+    return FieldError("FieldValueRequired", field, "Required value" + (": " + detail if detail else ""))
+
+
+def fe_not_supported(field, value, supported):
+    return FieldError("FieldValueNotSupported", field, "Unsupported value: %s: supported values: %s" % (
+        go_quote(value), ", ".join(go_quote(s) for s in supported)))
+
+
+def fe_forbidden(field, detail):
+    return FieldError("FieldValueForbidden", field, "Forbidden: " + detail)
+
+
+def fe_type_invalid(field, actual, detail):
+    return FieldError("FieldValueTypeInvalid", field, "Invalid value: %s: %s" % (go_quote(actual), detail))
+
+
+# --------------------------------------------------------------------------------------------
+# Resource table
+# --------------------------------------------------------------------------------------------
+
+META_ORDER = ["name", "generateName", "namespace", "selfLink", "uid", "resourceVersion", "generation",
+              "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "labels", "annotations",
+              "ownerReferences", "finalizers", "managedFields"]
+
+
+class Kind:
+    """One served resource. Everything the handlers need to know about it is here."""
+
+    def __init__(self, group, versions, plural, kind, singular, namespaced=True, status=False, crd=False,
+                 short=(), generation=None, return_deleted=False, create_on_update=False, graceful=False,
+                 fields=(), name_rule="subdomain", bookmark=None, defaulter=None, validator=None,
+                 update_validator=None, schema=None, categories=(), top=("spec", "status")):
+        self.group = group
+        self.versions = list(versions)       # served; the first is the preferred (storage) version
+        self.plural = plural
+        self.kind = kind
+        self.singular = singular
+        self.namespaced = namespaced
+        self.status = status                 # has a /status subresource
+        self.crd = crd                       # CRD-backed: unstructured, sorted keys, no strategic merge
+        self.short = list(short)
+        # generation: None (not tracked), "spec" (bumped when .spec changes), "nonmeta" (anything but
+        # metadata and status): CRDs always use "nonmeta".
+        self.generation = "nonmeta" if crd else generation
+        self.return_deleted = return_deleted  # DELETE answers the object (else a Success Status)
+        self.create_on_update = create_on_update
+        self.graceful = graceful             # pods: deletionTimestamp write, then the delete
+        self.fields = ("metadata.name", "metadata.namespace") + tuple(fields)
+        self.name_rule = name_rule
+        self.bookmark = bookmark or {}
+        self.defaulter = defaulter
+        self.validator = validator
+        self.update_validator = update_validator
+        self.schema = schema                 # openAPIV3Schema (CRDs registered with one)
+        self.categories = list(categories)
+        self.top = tuple(top)                # field order after kind/apiVersion/metadata
+        self.unconditional_update = not crd  # CRs need metadata.resourceVersion on PUT
+
+    @property
+    def skey(self):
+        return (self.group, self.plural)
+
+    def gv(self, version):
+        return "%s/%s" % (self.group, version) if self.group else version
+
+    @property
+    def qualified(self):                      # "pods", "jobs.batch", "mpijobs.kubeflow.org"
+        return self.plural + ("." + self.group if self.group else "")
+
+    @property
+    def qualified_kind(self):                 # "Pod", "Job.batch", "MPIJob.kubeflow.org"
+        return self.kind + ("." + self.group if self.group else "")
+
+    def details(self, name, use_kind=False):
+        d = {"name": name}
+        if self.group:
+            d["group"] = self.group
+        d["kind"] = self.kind if use_kind else self.plural
+        return d
+
+    def not_found(self, name):
+        return api_error(404, "NotFound", '%s "%s" not found' % (self.qualified, name), self.details(name))
+
+    def already_exists(self, name):
+        return api_error(409, "AlreadyExists", '%s "%s" already exists' % (self.qualified, name),
+                         self.details(name))
+
+    def conflict(self, name, why="the object has been modified; please apply your changes to the latest "
+                                 "version and try again"):
+        return api_error(409, "Conflict", 'Operation cannot be fulfilled on %s "%s": %s' % (
+            self.qualified, name, why), self.details(name))
+
+    def invalid(self, name, errors):
+        if len(errors) == 1:
+            agg = str(errors[0])
+        else:
+            agg = "[" + ", ".join(str(e) for e in errors) + "]"
+        details = self.details(name, use_kind=True)
+        details["causes"] = [e.cause() for e in errors]
+        return api_error(422, "Invalid", '%s "%s" is invalid: %s' % (self.qualified_kind, name, agg), details)
+
+    def storage_version_hash(self, version):
+        h = hashlib.sha256(("%s/%s/%s" % (self.group, version, self.kind)).encode()).digest()[:8]
+        return base64.b64encode(h).decode()
+
+
+def kind_from_crd(spec):
+    """A Kind from either a CustomResourceDefinition object or the short form
+    {"group","versions"|"version","plural","kind","singular","namespaced","status","schema"}."""
+    if spec.get("kind") == "CustomResourceDefinition":
+        s = spec.get("spec") or {}
+        names = s.get("names") or {}
+        served = [v for v in (s.get("versions") or []) if v.get("served", True)]
+        served.sort(key=lambda v: (not v.get("storage", False)))
+        versions = [v["name"] for v in served]
+        has_status = any("status" in ((v.get("subresources") or {})) for v in served)
+        schema = None
+        if served:
+            schema = ((served[0].get("schema") or {}).get("openAPIV3Schema"))
+        if schema and schema.get("x-kubernetes-preserve-unknown-fields") and not schema.get("properties"):
+            schema = None
+        return Kind(s["group"], versions, names["plural"], names["kind"],
+                    names.get("singular") or names["kind"].lower(), namespaced=s.get("scope") != "Cluster",
+                    status=has_status, crd=True, short=names.get("shortNames") or (), schema=schema,
+                    categories=names.get("categories") or ())
+    versions = spec.get("versions") or [spec.get("version", "v1")]
+    return Kind(spec["group"], versions, spec["plural"], spec["kind"],
+                spec.get("singular") or spec["kind"].lower(), namespaced=spec.get("namespaced", True),
+                status=spec.get("status", spec.get("statusSubresource", True)), crd=True,
+                short=spec.get("shortNames") or (), schema=spec.get("schema"))
+
+
+# --------------------------------------------------------------------------------------------
+# Validation helpers (names, labels, owner references)
+# --------------------------------------------------------------------------------------------
+
+DNS1123_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+DNS1123_SUBDOMAIN = DNS1123_LABEL + r"(\." + DNS1123_LABEL + r")*"
+DNS1035_LABEL = r"[a-z]([-a-z0-9]*[a-z0-9])?"
+MSG_SUBDOMAIN = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
+                 "'.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used "
+                 "for validation is '" + DNS1123_SUBDOMAIN + "')")
+MSG_LABEL1123 = ("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and "
+                 "must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used "
+                 "for validation is '" + DNS1123_LABEL + "')")
+MSG_LABEL1035 = ("a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an "
+                 "alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', "
+                 "regex used for validation is '" + DNS1035_LABEL + "')")
+LABEL_VALUE_RE = r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?"
+MSG_LABEL_VALUE = ("a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or "
+                   "'.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',"
+                   "  or '12345', regex used for validation is '" + LABEL_VALUE_RE + "')")
+QNAME_RE = r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
+MSG_QNAME = ("name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with "
+             "an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for "
+             "validation is '" + QNAME_RE + "')")
+
+
+def name_problems(name, rule):
+    out = []
+    if rule == "subdomain":
+        if len(name) > 253:
+            out.append("must be no more than 253 characters")
+        if not re.fullmatch(DNS1123_SUBDOMAIN, name):
+            out.append(MSG_SUBDOMAIN)
+    elif rule == "label1123":
+        if len(name) > 63:
+            out.append("must be no more than 63 characters")
+        if not re.fullmatch(DNS1123_LABEL, name):
+            out.append(MSG_LABEL1123)
+    elif rule == "label1035":
+        if len(name) > 63:
+            out.append("must be no more than 63 characters")
+        if not re.fullmatch(DNS1035_LABEL, name):
+            out.append(MSG_LABEL1035)
+    return out
+
+
+def qualified_name_problems(key):
+    out = []
+    parts = key.split("/")
+    if len(parts) == 1:
+        name = parts[0]
+    elif len(parts) == 2:
+        prefix, name = parts
+        if not prefix:
+            out.append("prefix part must be non-empty")
+        else:
+            if len(prefix) > 253:
+                out.append("prefix part must be no more than 253 characters")
+            if not re.fullmatch(DNS1123_SUBDOMAIN, prefix):
+                out.append("prefix part " + MSG_SUBDOMAIN)
+    else:
+        return ["a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and "
+                "end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used "
+                "for validation is '" + QNAME_RE + "') with an optional DNS subdomain prefix and '/' (e.g. "
+                "'example.com/MyName')"]
+    if not name:
+        out.append("name part must be non-empty")
+    else:
+        if len(name) > 63:
+            out.append("name part must be no more than 63 characters")
+        if not re.fullmatch(QNAME_RE, name):
+            out.append(MSG_QNAME)
+    return out
+
+
+def validate_meta(kind, obj, errors):
+    meta = obj.get("metadata") or {}
+    labels = meta.get("labels")
+    if labels is not None:
+        if not isinstance(labels, dict):
+            errors.append(fe_invalid("metadata.labels", labels, "must be a map of string to string"))
+        else:
+            for k, v in labels.items():
+                for p in qualified_name_problems(k):
+                    errors.append(fe_invalid("metadata.labels", k, p))
+                if not isinstance(v, str):
+                    errors.append(fe_invalid("metadata.labels", v, "must be a string"))
+                    continue
+                if len(v) > 63:
+                    errors.append(fe_invalid("metadata.labels", v, "must be no more than 63 characters"))
+                if not re.fullmatch(LABEL_VALUE_RE, v):
+                    errors.append(fe_invalid("metadata.labels", v, MSG_LABEL_VALUE))
+    ann = meta.get("annotations")
+    if ann is not None and isinstance(ann, dict):
+        for k, v in ann.items():
+            for p in qualified_name_problems(k):
+                errors.append(fe_invalid("metadata.annotations", k, p))
+    refs = meta.get("ownerReferences")
+    if refs is not None:
+        if not isinstance(refs, list):
+            errors.append(fe_invalid("metadata.ownerReferences", refs, "must be a list"))
+        else:
+            controllers = 0
+            for r in refs:
+                if not isinstance(r, dict):
+                    errors.append(fe_invalid("metadata.ownerReferences", r, "must be an object"))
+                    continue
+                if not r.get("apiVersion"):
+                    errors.append(fe_invalid("metadata.ownerReferences.apiVersion", r.get("apiVersion", ""),
+                                             "version must not be empty"))
+                if not r.get("kind"):
+                    errors.append(fe_invalid("metadata.ownerReferences.kind", r.get("kind", ""),
+                                             "kind must not be empty"))
+                if not r.get("name"):
+                    errors.append(fe_invalid("metadata.ownerReferences.name", r.get("name", ""),
+                                             "name must not be empty"))
+                if not r.get("uid"):
+                    errors.append(fe_invalid("metadata.ownerReferences.uid", r.get("uid", ""),
+                                             "uid must not be empty"))
+                if r.get("controller") is True:
+                    controllers += 1
+            if controllers > 1:
+                errors.append(fe_invalid("metadata.ownerReferences", refs,
+                                         "Only one reference can have Controller set to true. Found \"true\" "
+                                         "in references for multiple owners"))
+    fin = meta.get("finalizers")
+    if fin is not None:
+        if not isinstance(fin, list) or not all(isinstance(f, str) for f in fin):
+            errors.append(fe_invalid("metadata.finalizers", fin, "must be a list of strings"))
+        else:
+            for f in fin:
+                for p in qualified_name_problems(f):
+                    errors.append(fe_invalid("metadata.finalizers", f, p))
+
+
+# --------------------------------------------------------------------------------------------
+# Built-in defaulting and validation (the parts an operator can trip over)
+# --------------------------------------------------------------------------------------------
+
+POD_SPEC_ORDER = ["volumes", "initContainers", "containers", "ephemeralContainers", "restartPolicy",
+                  "terminationGracePeriodSeconds", "activeDeadlineSeconds", "dnsPolicy", "nodeSelector",
+                  "serviceAccountName", "serviceAccount", "automountServiceAccountToken", "nodeName",
+                  "hostNetwork", "hostPID", "hostIPC", "shareProcessNamespace", "securityContext",
+                  "imagePullSecrets", "hostname", "subdomain", "affinity", "schedulerName", "tolerations",
+                  "hostAliases", "priorityClassName", "priority", "dnsConfig", "readinessGates",
+                  "runtimeClassName", "enableServiceLinks", "preemptionPolicy", "overhead",
+                  "topologySpreadConstraints", "setHostnameAsFQDN", "os", "hostUsers", "schedulingGates",
+                  "resourceClaims", "resources"]
+CONTAINER_ORDER = ["name", "image", "command", "args", "workingDir", "ports", "envFrom", "env", "resources",
+                   "resizePolicy", "restartPolicy", "volumeMounts", "volumeDevices", "livenessProbe",
+                   "readinessProbe", "startupProbe", "lifecycle", "terminationMessagePath",
+                   "terminationMessagePolicy", "imagePullPolicy", "securityContext", "stdin", "stdinOnce", "tty"]
+CONDITION_ORDER = ["type", "status", "lastProbeTime", "lastUpdateTime", "lastTransitionTime", "reason",
+                   "message"]
+JOB_SPEC_ORDER = ["parallelism", "completions", "activeDeadlineSeconds", "podFailurePolicy", "successPolicy",
+                  "backoffLimit", "backoffLimitPerIndex", "maxFailedIndexes", "selector", "manualSelector",
+                  "template", "ttlSecondsAfterFinished", "completionMode", "suspend", "podReplacementPolicy",
+                  "managedBy"]
+SERVICE_SPEC_ORDER = ["ports", "selector", "clusterIP", "clusterIPs", "type", "externalIPs", "sessionAffinity",
+                      "loadBalancerIP", "loadBalancerSourceRanges", "externalName", "externalTrafficPolicy",
+                      "healthCheckNodePort", "publishNotReadyAddresses", "sessionAffinityConfig",
+                      "ipFamilies", "ipFamilyPolicy", "allocateLoadBalancerNodePorts", "loadBalancerClass",
+                      "internalTrafficPolicy", "trafficDistribution"]
+
+
+def ordered(d, order):
+    if not isinstance(d, dict):
+        return d
+    out = {k: d[k] for k in order if k in d}
+    for k, v in d.items():
+        if k not in out:
+            out[k] = v
+    return out
+
+
+def image_pull_default(image):
+    if not isinstance(image, str) or "@" in image:
+        return "IfNotPresent"
+    last = image.rsplit("/", 1)[-1]
+    if ":" in last:
+        return "Always" if last.split(":", 1)[1] == "latest" else "IfNotPresent"
+    return "Always"
+
+
+def default_probe(p):
+    if not isinstance(p, dict):
+        return p
+    p.setdefault("timeoutSeconds", 1)
+    p.setdefault("periodSeconds", 10)
+    p.setdefault("successThreshold", 1)
+    p.setdefault("failureThreshold", 3)
+    if isinstance(p.get("httpGet"), dict):
+        p["httpGet"].setdefault("scheme", "HTTP")
+    return p
+
+
+def default_container(c):
+    if not isinstance(c, dict):
+        return c
+    res = c.get("resources")
+    if not isinstance(res, dict):
+        res = {}
+    if isinstance(res.get("limits"), dict):
+        req = res.get("requests") if isinstance(res.get("requests"), dict) else {}
+        for k, v in res["limits"].items():
+            req.setdefault(k, v)
+        res["requests"] = req
+    c["resources"] = res
+    for p in c.get("ports") or []:
+        if isinstance(p, dict):
+            p.setdefault("protocol", "TCP")
+    for e in c.get("env") or []:
+        if isinstance(e, dict) and isinstance(e.get("valueFrom"), dict):
+            fr = e["valueFrom"].get("fieldRef")
+            if isinstance(fr, dict):
+                fr.setdefault("apiVersion", "v1")
+    for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+        if probe in c:
+            default_probe(c[probe])
+    c.setdefault("terminationMessagePath", "/dev/termination-log")
+    c.setdefault("terminationMessagePolicy", "File")
+    c.setdefault("imagePullPolicy", image_pull_default(c.get("image")))
+    return ordered(c, CONTAINER_ORDER)
+
+
+NOT_READY_TOLERATIONS = [
+    {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+    {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
+     "tolerationSeconds": 300},
+]
+
+
+def add_default_tolerations(spec):
+    """The DefaultTolerationSeconds admission plugin (create and update of pods proper)."""
+    tol = spec.get("tolerations")
+    if not isinstance(tol, list):
+        tol = []
+    for t in NOT_READY_TOLERATIONS:
+        if not any(isinstance(x, dict) and x.get("key", "") in (t["key"], "") and
+                   x.get("effect", "") in ("NoExecute", "") for x in tol):
+            tol.append(dict(t))
+    spec["tolerations"] = tol
+
+
+def default_pod_spec(spec, admission=True):
+    if not isinstance(spec, dict):
+        return spec
+    for key in ("containers", "initContainers", "ephemeralContainers"):
+        if isinstance(spec.get(key), list):
+            spec[key] = [default_container(c) for c in spec[key]]
+    for v in spec.get("volumes") or []:
+        if not isinstance(v, dict):
+            continue
+        for src in ("secret", "configMap", "downwardAPI", "projected"):
+            if isinstance(v.get(src), dict):
+                v[src].setdefault("defaultMode", 420)
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("securityContext", {})
+    spec.setdefault("schedulerName", "default-scheduler")
+    if admission:
+        add_default_tolerations(spec)
+        spec.setdefault("priority", 0)
+        spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
+    spec.setdefault("enableServiceLinks", True)
+    return ordered(spec, POD_SPEC_ORDER)
+
+
+def qos_class(spec):
+    containers = [c for key in ("containers", "initContainers") for c in (spec.get(key) or [])
+                  if isinstance(c, dict)]
+    any_set = False
+    guaranteed = True
+    for c in containers:
+        res = c.get("resources") or {}
+        req = res.get("requests") or {}
+        lim = res.get("limits") or {}
+        if req or lim:
+            any_set = True
+        for r in ("cpu", "memory"):
+            if r not in lim or (r in req and str(req[r]) != str(lim[r])):
+                guaranteed = False
+    if not any_set:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+def order_conditions(status):
+    if isinstance(status, dict) and isinstance(status.get("conditions"), list):
+        conds = []
+        for c in status["conditions"]:
+            if isinstance(c, dict):
+                c = dict(c)
+                c.setdefault("lastProbeTime", None)
+                c.setdefault("lastTransitionTime", None)
+                c = ordered(c, CONDITION_ORDER)
+            conds.append(c)
+        status["conditions"] = conds
+
+
+def default_pod(obj, create, old=None, sub=""):
+    if create:
+        obj["spec"] = default_pod_spec(obj.get("spec"))
+        spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+        obj["status"] = {"phase": "Pending", "qosClass": qos_class(spec)}
+    else:
+        spec = obj.get("spec")
+        if isinstance(spec, dict) and not sub:
+            # admission on update: default tolerations again, priority kept from the stored pod
+            add_default_tolerations(spec)
+            ospec = (old or {}).get("spec") or {}
+            for k in ("priority", "preemptionPolicy"):
+                if k not in spec and k in ospec:
+                    spec[k] = ospec[k]
+        obj["spec"] = default_pod_spec(spec, admission=False)
+    order_conditions(obj.get("status"))
+
+
+def validate_containers(spec, path, errors, required=True):
+    containers = spec.get("containers") if isinstance(spec, dict) else None
+    if not containers:
+        if required:
+            errors.append(fe_required(path + ".containers"))
+        return
+    if not isinstance(containers, list):
+        errors.append(fe_invalid(path + ".containers", containers, "must be a list"))
+        return
+    seen = set()
+    for i, c in enumerate(containers):
+        p = "%s.containers[%d]" % (path, i)
+        if not isinstance(c, dict):
+            errors.append(fe_invalid(p, c, "must be an object"))
+            continue
+        name = c.get("name")
+        if not name:
+            errors.append(fe_required(p + ".name"))
+        elif not isinstance(name, str) or name_problems(name, "label1123"):
+            for msg in name_problems(name if isinstance(name, str) else "", "label1123"):
+                errors.append(fe_invalid(p + ".name", name, msg))
+        elif name in seen:
+            errors.append(FieldError("FieldValueDuplicate", p + ".name", "Duplicate value: " + go_quote(name)))
+        else:
+            seen.add(name)
+        if not c.get("image"):
+            errors.append(fe_required(p + ".image"))
+
+
+def validate_pod(obj, errors):
+    validate_containers(obj.get("spec"), "spec", errors)
+    spec = obj.get("spec") or {}
+    rp = spec.get("restartPolicy")
+    if rp not in (None, "Always", "OnFailure", "Never"):
+        errors.append(fe_not_supported("spec.restartPolicy", rp, ["Always", "OnFailure", "Never"]))
+
+
+def _strip_mutable_pod_spec(spec):
+    s = copy.deepcopy(spec) if isinstance(spec, dict) else {}
+    for key in ("containers", "initContainers"):
+        for c in s.get(key) or []:
+            if isinstance(c, dict):
+                c.pop("image", None)
+    s.pop("activeDeadlineSeconds", None)
+    s.pop("tolerations", None)
+    s.pop("terminationGracePeriodSeconds", None)
+    s.pop("schedulingGates", None)
+    return s
+
+
+def validate_pod_update(old, new, errors):
+    if _strip_mutable_pod_spec(old.get("spec")) != _strip_mutable_pod_spec(new.get("spec")):
+        errors.append(fe_forbidden("spec", "pod updates may not change fields other than "
+                                           "`spec.containers[*].image`,`spec.initContainers[*].image`,"
+                                           "`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to "
+                                           "existing tolerations),`spec.terminationGracePeriodSeconds` (allow it "
+                                           "to be set to 1 if it was previously negative)"))
+
+
+def default_job(obj, create, old=None, sub=""):
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        spec = obj["spec"] = {}
+    if spec.get("completions") is None and spec.get("parallelism") is None:
+        spec["completions"] = 1
+        spec["parallelism"] = 1
+    spec.setdefault("parallelism", 1)
+    if spec.get("backoffLimit") is None:
+        spec["backoffLimit"] = 2147483647 if spec.get("backoffLimitPerIndex") is not None else 6
+    spec.setdefault("completionMode", "NonIndexed")
+    spec.setdefault("suspend", False)
+    spec.setdefault("podReplacementPolicy", "Failed" if spec.get("podFailurePolicy") else "TerminatingOrFailed")
+    tmpl = spec.get("template")
+    if not isinstance(tmpl, dict):
+        tmpl = spec["template"] = {}
+    tmeta = tmpl.get("metadata")
+    if not isinstance(tmeta, dict):
+        tmeta = {}
+    tmeta = dict(tmeta)
+    tmeta.setdefault("creationTimestamp", None)
+    if create and not spec.get("manualSelector"):
+        uid = obj["metadata"]["uid"]
+        name = obj["metadata"]["name"]
+        labels = dict(tmeta.get("labels") or {})
+        labels.update({"batch.kubernetes.io/controller-uid": uid, "batch.kubernetes.io/job-name": name,
+                       "controller-uid": uid, "job-name": name})
+        tmeta["labels"] = labels
+        spec.setdefault("selector", {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}})
+    tmpl["metadata"] = ordered(tmeta, ["name", "namespace", "creationTimestamp", "labels", "annotations"])
+    tmpl["spec"] = default_pod_spec(tmpl.get("spec"), admission=False)
+    spec["template"] = ordered(tmpl, ["metadata", "spec"])
+    obj["spec"] = ordered(spec, JOB_SPEC_ORDER)
+    if create:
+        obj["status"] = {}
+    order_conditions(obj.get("status"))
+
+
+def validate_job(obj, errors):
+    spec = obj.get("spec") or {}
+    tspec = ((spec.get("template") or {}).get("spec")) or {}
+    validate_containers(tspec, "spec.template.spec", errors)
+    rp = tspec.get("restartPolicy")
+    if rp not in ("OnFailure", "Never"):
+        errors.append(fe_not_supported("spec.template.spec.restartPolicy", rp, ["OnFailure", "Never"]))
+
+
+def validate_job_update(old, new, errors):
+    os_, ns_ = old.get("spec") or {}, new.get("spec") or {}
+    if os_.get("selector") != ns_.get("selector"):
+        errors.append(fe_invalid("spec.selector", ns_.get("selector"), "field is immutable"))
+    if os_.get("template") != ns_.get("template") and not os_.get("suspend"):
+        errors.append(fe_invalid("spec.template", ns_.get("template"), "field is immutable"))
+    if os_.get("completions") != ns_.get("completions") and ns_.get("completionMode") != "Indexed":
+        errors.append(fe_invalid("spec.completions", ns_.get("completions"), "field is immutable"))
+
+
+_cluster_ip_counter = [10]
+
+
+def default_service(obj, create, old=None, sub=""):
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        spec = obj["spec"] = {}
+    spec.setdefault("type", "ClusterIP")
+    spec.setdefault("sessionAffinity", "None")
+    if spec["type"] != "ExternalName":
+        if create and not spec.get("clusterIP"):
+            _cluster_ip_counter[0] += 1
+            n = _cluster_ip_counter[0]
+            spec["clusterIP"] = "10.96.%d.%d" % ((n >> 8) & 255, n & 255)
+        if spec.get("clusterIP"):
+            spec.setdefault("clusterIPs", [spec["clusterIP"]])
+        spec.setdefault("ipFamilies", ["IPv4"])
+        spec.setdefault("ipFamilyPolicy", "SingleStack")
+        spec.setdefault("internalTrafficPolicy", "Cluster")
+    for p in spec.get("ports") or []:
+        if isinstance(p, dict):
+            p.setdefault("protocol", "TCP")
+            if "port" in p:
+                p.setdefault("targetPort", p["port"])
+    obj["spec"] = ordered(spec, SERVICE_SPEC_ORDER)
+    if create:
+        obj["status"] = {"loadBalancer": {}}
+
+
+def validate_service_update(old, new, errors):
+    os_, ns_ = old.get("spec") or {}, new.get("spec") or {}
+    if os_.get("clusterIP") and os_.get("clusterIP") != ns_.get("clusterIP"):
+        errors.append(fe_invalid("spec.clusterIPs[0]", ns_.get("clusterIP"), "may not change once set"))
+
+
+def service_preserve(old, new):
+    """The real REST layer fills an omitted clusterIP on update from the stored object."""
+    os_, ns_ = old.get("spec") or {}, new.get("spec")
+    if isinstance(ns_, dict):
+        for k in ("clusterIP", "clusterIPs"):
+            if k not in ns_ and k in os_:
+                ns_[k] = copy.deepcopy(os_[k])
+
+
+def default_secret(obj, create, old=None, sub=""):
+    obj.setdefault("type", "Opaque")
+    sd = obj.pop("stringData", None)
+    if isinstance(sd, dict):
+        data = obj.get("data") if isinstance(obj.get("data"), dict) else {}
+        for k, v in sd.items():
+            data[k] = base64.b64encode(str(v).encode()).decode()
+        obj["data"] = data
+
+
+def default_namespace(obj, create, old=None, sub=""):
+    name = obj["metadata"].get("name", "")
+    labels = dict(obj["metadata"].get("labels") or {})
+    labels["kubernetes.io/metadata.name"] = name
+    obj["metadata"]["labels"] = labels
+    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    spec.setdefault("finalizers", ["kubernetes"])
+    obj["spec"] = spec
+    if create:
+        obj["status"] = {"phase": "Active"}
+
+
+# Go types of the built-in fields the defaulting and validation above look into: a body whose
+# field has another JSON type is undecodable there (400), as on the real server.
+# A dict is an object with known fields; [x] an array of x; "map" a map of string to string;
+# "object"/"string" just the JSON type.
+_PROBE = {"httpGet": "object", "exec": "object", "tcpSocket": "object", "grpc": "object"}
+_CONTAINER = {"name": "string", "image": "string", "imagePullPolicy": "string",
+              "resources": {"limits": "object", "requests": "object", "claims": ["object"]},
+              "ports": ["object"], "env": [{"name": "string", "valueFrom": {"fieldRef": "object"}}],
+              "envFrom": ["object"], "volumeMounts": ["object"], "command": ["string"], "args": ["string"],
+              "livenessProbe": _PROBE, "readinessProbe": _PROBE, "startupProbe": _PROBE,
+              "terminationMessagePath": "string", "terminationMessagePolicy": "string"}
+_POD_SPEC = {"containers": [_CONTAINER], "initContainers": [_CONTAINER], "ephemeralContainers": [_CONTAINER],
+             "volumes": [{"name": "string", "secret": "object", "configMap": "object", "downwardAPI": "object",
+                          "projected": "object", "emptyDir": "object"}],
+             "tolerations": ["object"], "restartPolicy": "string", "dnsPolicy": "string",
+             "schedulerName": "string", "securityContext": "object", "nodeName": "string",
+             "nodeSelector": "map", "affinity": "object", "imagePullSecrets": ["object"],
+             "hostname": "string", "subdomain": "string", "serviceAccountName": "string"}
+_STATUS = {"conditions": ["object"], "phase": "string"}
+SHAPES = {
+    ("", "pods"): {"spec": _POD_SPEC, "status": _STATUS},
+    ("batch", "jobs"): {"spec": {"template": {"metadata": {"labels": "map", "annotations": "map"},
+                                              "spec": _POD_SPEC},
+                                 "selector": {"matchLabels": "map", "matchExpressions": ["object"]},
+                                 "podFailurePolicy": "object"},
+                        "status": _STATUS},
+    ("", "services"): {"spec": {"ports": ["object"], "selector": "map", "type": "string", "clusterIP": "string",
+                                "clusterIPs": ["string"]}, "status": "object"},
+    ("", "secrets"): {"data": "map", "stringData": "map", "type": "string"},
+    ("", "configmaps"): {"data": "map", "binaryData": "map"},
+    ("", "namespaces"): {"spec": {"finalizers": ["string"]}, "status": "object"},
+    ("", "events"): {"involvedObject": "object", "source": "object"},
+    ("coordination.k8s.io", "leases"): {"spec": "object"},
+}
+
+
+def shape_problem(value, shape, path):
+    """(path, value, Go type) of the first field whose JSON type cannot decode into the Go type."""
+    if value is None:
+        return None
+    if isinstance(shape, dict):
+        if not isinstance(value, dict):
+            return (path, value, "object")
+        for k, sub in shape.items():
+            if k in value:
+                p = shape_problem(value[k], sub, path + "." + k)
+                if p:
+                    return p
+        return None
+    if isinstance(shape, list):
+        if not isinstance(value, list):
+            return (path, value, "array")
+        for i, v in enumerate(value):
+            p = shape_problem(v, shape[0], "%s[%d]" % (path, i))
+            if p:
+                return p
+        return None
+    if shape == "map":
+        if not isinstance(value, dict):
+            return (path, value, "map[string]string")
+        for k, v in value.items():
+            if not isinstance(v, str):
+                return (path + "." + k, v, "string")
+        return None
+    if shape == "object" and not isinstance(value, dict):
+        return (path, value, "object")
+    if shape == "string" and not isinstance(value, str):
+        return (path, value, "string")
+    return None
+
+
+POD_FIELDS = ("spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",
+              "spec.hostNetwork", "status.phase", "status.podIP", "status.podIPs", "status.nominatedNodeName")
+EVENT_FIELDS = ("involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
+                "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
+                "involvedObject.fieldPath", "reason", "reportingComponent", "source", "type")
+
+
+def builtin_kinds():
+    """The served resources: one line each."""
+    return [
+        Kind("", ["v1"], "pods", "Pod", "pod", status=True, short=("po",), return_deleted=True, graceful=True,
+             fields=POD_FIELDS, defaulter=default_pod, validator=validate_pod,
+             update_validator=validate_pod_update, categories=("all",),
+             bookmark={"spec": {"containers": None}, "status": {}}),
+        Kind("", ["v1"], "services", "Service", "service", status=True, short=("svc",), return_deleted=True,
+             name_rule="label1035", defaulter=default_service, update_validator=validate_service_update,
+             categories=("all",), bookmark={"spec": {}, "status": {"loadBalancer": {}}}),
+        Kind("", ["v1"], "configmaps", "ConfigMap", "configmap", short=("cm",),
+             top=("immutable", "data", "binaryData")),
+        Kind("", ["v1"], "secrets", "Secret", "secret", fields=("type",), defaulter=default_secret,
+             top=("immutable", "data", "stringData", "type")),
+        Kind("", ["v1"], "events", "Event", "event", short=("ev",), create_on_update=True, fields=EVENT_FIELDS,
+             bookmark={"involvedObject": {}, "source": {}, "firstTimestamp": None, "lastTimestamp": None,
+                       "eventTime": None, "reportingComponent": "", "reportingInstance": ""}),
+        Kind("", ["v1"], "namespaces", "Namespace", "namespace", namespaced=False, status=True, short=("ns",),
+             return_deleted=True, name_rule="label1123", fields=("status.phase",), defaulter=default_namespace,
+             bookmark={"spec": {}, "status": {}}),
+        Kind("coordination.k8s.io", ["v1"], "leases", "Lease", "lease", create_on_update=True,
+             bookmark={"spec": {}}),
+        Kind("batch", ["v1"], "jobs", "Job", "job", status=True, generation="spec", fields=("status.successful",),
+             defaulter=default_job, validator=validate_job, update_validator=validate_job_update,
+             categories=("all",),
+             bookmark={"spec": {"template": {"metadata": {"creationTimestamp": None},
+                                             "spec": {"containers": None}}}, "status": {}}),
+        Kind("kubeflow.org", ["v2beta1", "v1alpha2"], "mpijobs", "MPIJob", "mpijob", status=True, crd=True),
+        Kind("scheduling.volcano.sh", ["v1beta1"], "podgroups", "PodGroup", "podgroup", status=True, crd=True,
+             short=("pg", "podgroup-v1beta1")),
+        Kind("scheduling.x-k8s.io", ["v1alpha1"], "podgroups", "PodGroup", "podgroup", status=True, crd=True,
+             short=("pgs",)),
+    ]
+
+
+# --------------------------------------------------------------------------------------------
+# Structural schema checks for CRDs registered with a schema
+# --------------------------------------------------------------------------------------------
+
+def json_type(v):
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, int):
+        return "integer"
+    if isinstance(v, float):
+        return "integer" if v.is_integer() else "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, list):
+        return "array"
+    return "object"
+
+
+def schema_unknown_fields(value, schema, path, out):
+    """Paths of fields the schema does not know (pruned, or rejected under Strict)."""
+    if not isinstance(schema, dict):
+        return
+    if isinstance(value, dict):
+        props = schema.get("properties")
+        addl = schema.get("additionalProperties")
+        preserve = schema.get("x-kubernetes-preserve-unknown-fields")
+        for k, v in value.items():
+            p = path + "." + k if path else k
+            if props is not None and k in props:
+                schema_unknown_fields(v, props[k], p, out)
+            elif isinstance(addl, dict):
+                schema_unknown_fields(v, addl, p, out)
+            elif props is not None and not preserve and addl is not True:
+                if path == "" and k in ("apiVersion", "kind", "metadata"):
+                    continue
+                out.append(p)
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for i, v in enumerate(value):
+            schema_unknown_fields(v, schema["items"], "%s[%d]" % (path, i), out)
+
+
+def schema_prune(value, schema, path=""):
+    if not isinstance(schema, dict):
+        return value
+    if isinstance(value, dict):
+        props = schema.get("properties")
+        addl = schema.get("additionalProperties")
+        preserve = schema.get("x-kubernetes-preserve-unknown-fields")
+        out = {}
+        for k, v in value.items():
+            if props is not None and k in props:
+                out[k] = schema_prune(v, props[k], k)
+            elif isinstance(addl, dict):
+                out[k] = schema_prune(v, addl, k)
+            elif props is not None and not preserve and addl is not True:
+                if path == "" and k in ("apiVersion", "kind", "metadata"):
+                    out[k] = v
+                continue
+            else:
+                out[k] = v
+        return out
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return [schema_prune(v, schema["items"], "item") for v in value]
+    return value
+
+
+def schema_validate(value, schema, path, errors):
+    if not isinstance(schema, dict):
+        return
+    t = schema.get("type")
+    actual = json_type(value)
+    if value is None and schema.get("nullable"):
+        return
+    if t:
+        ok = (actual == t) or (t == "number" and actual == "integer")
+        if not ok:
+            if schema.get("x-kubernetes-int-or-string") or (t == "string" and schema.get("format") ==
+                                                            "int-or-string"):
+                ok = actual in ("integer", "string")
+        if not ok:
+            errors.append(fe_type_invalid(path, actual, "%s in body must be of type %s: %s" % (
+                path, t, go_quote(actual))))
+            return
+    if "enum" in schema and value not in schema["enum"]:
+        errors.append(fe_not_supported(path, value, schema["enum"]))
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if "minimum" in schema and value < schema["minimum"]:
+            errors.append(fe_invalid(path, value, "%s in body should be greater than or equal to %s" % (
+                path, schema["minimum"])))
+        if "maximum" in schema and value > schema["maximum"]:
+            errors.append(fe_invalid(path, value, "%s in body should be less than or equal to %s" % (
+                path, schema["maximum"])))
+    if isinstance(value, dict):
+        for r in schema.get("required") or []:
+            if r not in value:
+                errors.append(fe_required(path + "." + r if path else r))
+        props = schema.get("properties") or {}
+        for k, v in value.items():
+            sub = props.get(k)
+            if sub is None and isinstance(schema.get("additionalProperties"), dict):
+                sub = schema["additionalProperties"]
+            if sub is not None and not (path == "" and k == "metadata"):
+                schema_validate(v, sub, path + "." + k if path else k, errors)
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for i, v in enumerate(value):
+            schema_validate(v, schema["items"], "%s[%d]" % (path, i), errors)
+
+
+# --------------------------------------------------------------------------------------------
+# Selectors
+# --------------------------------------------------------------------------------------------
+
+class SelectorError(Exception):
+    pass
+
+
+_LKEY = r"[A-Za-z0-9][-A-Za-z0-9_./]*"
+
+
+def parse_label_selector(text):
+    """Kubernetes label selector syntax -> list of (op, key, values)."""
+    text = (text or "").strip()
+    if not text:
+        return []
+    parts, depth, cur = [], 0, []
+    for ch in text:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    parts.append("".join(cur))
+    reqs = []
+    for part in parts:
+        p = part.strip()
+        if not p:
+            raise SelectorError("unable to parse requirement: found '', expected: !, identifier, or 'end of "
+                                "string'")
+        m = re.fullmatch(r"!\s*(%s)" % _LKEY, p)
+        if m:
+            reqs.append(("!", m.group(1), None))
+            continue
+        m = re.fullmatch(r"(%s)\s+(in|notin)\s*\((.*)\)" % _LKEY, p)
+        if m:
+            vals = [v.strip() for v in m.group(3).split(",")]
+            if vals == [""]:
+                raise SelectorError("unable to parse requirement: for 'in', 'notin' operators, values set "
+                                    "can't be empty")
+            reqs.append((m.group(2), m.group(1), set(vals)))
+            continue
+        m = re.fullmatch(r"(%s)\s*(==|=|!=|>|<)\s*([-A-Za-z0-9_.]*)" % _LKEY, p)
+        if m:
+            op = "=" if m.group(2) == "==" else m.group(2)
+            if op in (">", "<"):
+                try:
+                    int(m.group(3))
+                except ValueError:
+                    raise SelectorError("unable to parse requirement: for 'Gt', 'Lt' operators, the value "
+                                        "must be an integer")
+            reqs.append((op, m.group(1), m.group(3)))
+            continue
+        m = re.fullmatch(_LKEY, p)
+        if m:
+            reqs.append(("exists", p, None))
+            continue
+        raise SelectorError("unable to parse requirement: %s" % p)
+    for _, key, _v in reqs:
+        probs = qualified_name_problems(key)
+        if probs:
+            raise SelectorError("unable to parse requirement: key: Invalid value: %s: %s" % (
+                go_quote(key), probs[0]))
+    return reqs
+
+
+def labels_match(reqs, labels):
+    labels = labels if isinstance(labels, dict) else {}
+    for op, key, val in reqs:
+        has = key in labels
+        v = labels.get(key)
+        if op == "exists" and not has:
+            return False
+        if op == "!" and has:
+            return False
+        if op == "=" and (not has or v != val):
+            return False
+        if op == "!=" and has and v == val:
+            return False
+        if op == "in" and (not has or v not in val):
+            return False
+        if op == "notin" and has and v in val:
+            return False
+        if op in (">", "<"):
+            try:
+                n = int(v)
+            except (TypeError, ValueError):
+                return False
+            if (op == ">" and not n > int(val)) or (op == "<" and not n < int(val)):
+                return False
+    return True
+
+
+def _split_unescaped(text, sep):
+    out, cur, i = [], [], 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\" and i + 1 < len(text):
+            cur.append(text[i:i + 2])
+            i += 2
+            continue
+        if ch == sep:
+            out.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+        i += 1
+    out.append("".join(cur))
+    return out
+
+
+def _unescape_field(v):
+    out, i = [], 0
+    while i < len(v):
+        if v[i] == "\\" and i + 1 < len(v):
+            if v[i + 1] not in "\\,=":
+                raise SelectorError("invalid field selector: invalid escape sequence: \\%s" % v[i + 1])
+            out.append(v[i + 1])
+            i += 2
+        else:
+            out.append(v[i])
+            i += 1
+    return "".join(out)
+
+
+def parse_field_selector(text, kind):
+    text = (text or "").strip()
+    if not text:
+        return []
+    reqs = []
+    for term in _split_unescaped(text, ","):
+        term = term.strip()
+        if not term:
+            continue
+        m = None
+        for op in ("!=", "==", "="):
+            idx = _find_unescaped(term, op)
+            if idx >= 0:
+                m = (term[:idx], op, term[idx + len(op):])
+                break
+        if not m:
+            raise SelectorError("invalid selector: '%s'; can't understand '%s'" % (text, term))
+        path, op, value = m[0].strip(), m[1], _unescape_field(m[2])
+        if path not in kind.fields:
+            raise SelectorError('field label not supported: %s' % path)
+        reqs.append(("!=" if op == "!=" else "=", path, value))
+    return reqs
+
+
+def _find_unescaped(text, op):
+    i = 0
+    while i < len(text):
+        if text[i] == "\\":
+            i += 2
+            continue
+        if text.startswith(op, i):
+            if op == "=" and i > 0 and text[i - 1] == "!":
+                i += 1
+                continue
+            return i
+        i += 1
+    return -1
+
+
+def field_value(obj, path):
+    cur = obj
+    for part in path.split("."):
+        if isinstance(cur, dict):
+            cur = cur.get(part)
+        else:
+            cur = None
+    if cur is None:
+        return ""
+    if isinstance(cur, bool):
+        return "true" if cur else "false"
+    if isinstance(cur, (int, float)):
+        return str(cur)
+    if isinstance(cur, str):
+        return cur
+    return json.dumps(cur, separators=(",", ":"))
+
+
+def fields_match(reqs, obj):
+    for op, path, value in reqs:
+        v = field_value(obj, path)
+        if op == "=" and v != value:
+            return False
+        if op == "!=" and v == value:
+            return False
+    return True
+
+
+# --------------------------------------------------------------------------------------------
+# Patches
+# --------------------------------------------------------------------------------------------
+
+def merge_patch(target, patch):
+    """RFC 7386."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = dict(target) if isinstance(target, dict) else {}
+    for k, v in patch.items():
+        if v is None:
+            result.pop(k, None)
+        else:
+            result[k] = merge_patch(result.get(k), v)
+    return result
+
+
+class PatchError(Exception):
+    pass
+
+
+def _pointer(path):
+    if path == "":
+        return []
+    if not path.startswith("/"):
+        raise PatchError("JSON pointer must start with '/': %s" % path)
+    return [p.replace("~1", "/").replace("~0", "~") for p in path[1:].split("/")]
+
+
+def _container(doc, parts, path):
+    cur = doc
+    for p in parts[:-1]:
+        if isinstance(cur, dict):
+            if p not in cur:
+                raise PatchError("doc is missing path: %s" % path)
+            cur = cur[p]
+        elif isinstance(cur, list):
+            try:
+                cur = cur[int(p)]
+            except (ValueError, IndexError):
+                raise PatchError("doc is missing path: %s" % path)
+        else:
+            raise PatchError("doc is missing path: %s" % path)
+    return cur
+
+
+def _jp_get(doc, path):
+    parts = _pointer(path)
+    if not parts:
+        return doc
+    c = _container(doc, parts, path)
+    last = parts[-1]
+    if isinstance(c, dict):
+        if last not in c:
+            raise PatchError("doc is missing key: %s" % path)
+        return c[last]
+    if isinstance(c, list):
+        try:
+            return c[int(last)]
+        except (ValueError, IndexError):
+            raise PatchError("doc is missing index: %s" % path)
+    raise PatchError("doc is missing path: %s" % path)
+
+
+def _jp_add(doc, path, value):
+    parts = _pointer(path)
+    if not parts:
+        return value
+    c = _container(doc, parts, path)
+    last = parts[-1]
+    if isinstance(c, dict):
+        c[last] = value
+    elif isinstance(c, list):
+        if last == "-":
+            c.append(value)
+        else:
+            try:
+                i = int(last)
+            except ValueError:
+                raise PatchError("invalid index: %s" % path)
+            if i < 0 or i > len(c):
+                raise PatchError("index out of bounds: %s" % path)
+            c.insert(i, value)
+    else:
+        raise PatchError("doc is missing path: %s" % path)
+    return doc
+
+
+def _jp_remove(doc, path):
+    parts = _pointer(path)
+    if not parts:
+        raise PatchError("cannot remove the whole document")
+    c = _container(doc, parts, path)
+    last = parts[-1]
+    if isinstance(c, dict):
+        if last not in c:
+            raise PatchError("Unable to remove nonexistent key: %s: missing value" % last)
+        del c[last]
+    elif isinstance(c, list):
+        try:
+            i = int(last)
+            if i < 0:
+                raise IndexError
+            del c[i]
+        except (ValueError, IndexError):
+            raise PatchError("Unable to remove index %s: out of bounds" % last)
+    else:
+        raise PatchError("doc is missing path: %s" % path)
+    return doc
+
+
+def json_patch(doc, ops):
+    for op in ops:
+        kind = op.get("op")
+        path = op.get("path")
+        if not isinstance(path, str):
+            raise PatchError("operation missing path")
+        if kind == "add":
+            doc = _jp_add(doc, path, copy.deepcopy(op.get("value")))
+        elif kind == "remove":
+            doc = _jp_remove(doc, path)
+        elif kind == "replace":
+            _jp_get(doc, path)
+            parts = _pointer(path)
+            if not parts:
+                doc = copy.deepcopy(op.get("value"))
+            else:
+                c = _container(doc, parts, path)
+                if isinstance(c, list):
+                    c[int(parts[-1])] = copy.deepcopy(op.get("value"))
+                else:
+                    c[parts[-1]] = copy.deepcopy(op.get("value"))
+        elif kind == "test":
+            try:
+                cur = _jp_get(doc, path)
+            except PatchError:
+                cur = None
+            if cur != op.get("value"):
+                raise PatchError("testing value %s failed: test failed" % path)
+        elif kind in ("move", "copy"):
+            frm = op.get("from")
+            if not isinstance(frm, str):
+                raise PatchError("operation missing from")
+            value = copy.deepcopy(_jp_get(doc, frm))
+            if kind == "move":
+                doc = _jp_remove(doc, frm)
+            doc = _jp_add(doc, path, value)
+        else:
+            raise PatchError("Unexpected kind: %s" % kind)
+    return doc
+
+
+# Merge keys of built-in lists (patchMergeKey in the Go types); "*" = list of scalars merged as a set.
+SMP_KEYS = {"containers": "name", "initContainers": "name", "ephemeralContainers": "name", "env": "name",
+            "volumes": "name", "volumeMounts": "mountPath", "conditions": "type", "imagePullSecrets": "name",
+            "ownerReferences": "uid", "hostAliases": "ip", "resourceClaims": "name", "finalizers": "*",
+            "volumeDevices": "devicePath"}
+
+
+def smp_merge_key(field, items):
+    if field == "ports":
+        for it in items:
+            if isinstance(it, dict):
+                return "containerPort" if "containerPort" in it else "port"
+        return "port"
+    return SMP_KEYS.get(field)
+
+
+def strategic_merge(target, patch):
+    """Strategic merge patch, simplified: maps merge, lists of maps with a merge key merge by key, the
+    finalizers list merges as a set; $patch (replace/delete) and $deleteFromPrimitiveList honoured."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    directive = patch.get("$patch")
+    if directive == "replace":
+        return {k: copy.deepcopy(v) for k, v in patch.items() if k != "$patch"}
+    result = dict(target) if isinstance(target, dict) else {}
+    for k, v in patch.items():
+        if k in ("$patch", "$retainKeys") or k.startswith("$setElementOrder/"):
+            continue
+        if k.startswith("$deleteFromPrimitiveList/"):
+            field = k.split("/", 1)[1]
+            if isinstance(result.get(field), list) and isinstance(v, list):
+                result[field] = [x for x in result[field] if x not in v]
+            continue
+        if v is None:
+            result.pop(k, None)
+            continue
+        cur = result.get(k)
+        if isinstance(v, dict):
+            if v.get("$patch") == "delete":
+                result.pop(k, None)
+            else:
+                result[k] = strategic_merge(cur, v)
+        elif isinstance(v, list):
+            key = smp_merge_key(k, v + (cur if isinstance(cur, list) else []))
+            if key == "*" and isinstance(cur, list):
+                merged = list(cur)
+                for x in v:
+                    if x not in merged:
+                        merged.append(copy.deepcopy(x))
+                result[k] = merged
+            elif key and key != "*":
+                result[k] = merge_keyed_list(cur if isinstance(cur, list) else [], v, key, strategic_merge)
+            else:
+                result[k] = [x for x in copy.deepcopy(v)
+                             if not (isinstance(x, dict) and x.get("$patch") == "delete")]
+        else:
+            result[k] = copy.deepcopy(v)
+    return result
+
+
+def merge_keyed_list(cur, patch, key, merge):
+    out = list(cur)
+    for item in patch:
+        if not isinstance(item, dict) or key not in item:
+            out.append(copy.deepcopy(item))
+            continue
+        idx = next((i for i, x in enumerate(out) if isinstance(x, dict) and x.get(key) == item[key]), None)
+        if item.get("$patch") == "delete":
+            if idx is not None:
+                del out[idx]
+            continue
+        if idx is None:
+            out.append(merge({}, item))
+        else:
+            out[idx] = merge(out[idx], item)
+    return out
+
+
+# ---- server-side apply (simplified field ownership between appliers) ----
+
+def apply_paths(cfg, builtin, prefix=()):
+    """Leaf paths of an applied configuration (keyed-list elements are path steps of (key, value))."""
+    out = set()
+    if isinstance(cfg, dict) and cfg:
+        for k, v in cfg.items():
+            p = prefix + (k,)
+            if isinstance(v, list) and builtin:
+                key = smp_merge_key(k, v)
+                if key and key != "*" and all(isinstance(x, dict) and key in x for x in v):
+                    for x in v:
+                        ep = p + ((key, json.dumps(x[key], sort_keys=True)),)
+                        out.add(ep)
+                        out |= apply_paths(x, builtin, ep)
+                    continue
+            if isinstance(v, dict) and v:
+                out |= apply_paths(v, builtin, p)
+            else:
+                out.add(p)
+    return out
+
+
+def _step(cur, step):
+    if isinstance(step, tuple):
+        if not isinstance(cur, list):
+            return None, None
+        key, val = step
+        for i, x in enumerate(cur):
+            if isinstance(x, dict) and json.dumps(x.get(key), sort_keys=True) == val:
+                return x, i
+        return None, None
+    if isinstance(cur, dict) and step in cur:
+        return cur[step], step
+    return None, None
+
+
+def path_get(obj, path):
+    cur = obj
+    for s in path:
+        cur, idx = _step(cur, s)
+        if idx is None:
+            return False, None
+    return True, cur
+
+
+def path_remove(obj, path):
+    cur = obj
+    for s in path[:-1]:
+        cur, idx = _step(cur, s)
+        if idx is None:
+            return
+    _, idx = _step(cur, path[-1])
+    if idx is not None:
+        del cur[idx]
+
+
+def path_str(path):
+    out = []
+    for s in path:
+        if isinstance(s, tuple):
+            out.append("[%s=%s]" % (s[0], s[1]))
+        else:
+            out.append("." + s)
+    return "".join(out)
+
+
+def apply_merge(target, cfg, builtin):
+    if not isinstance(cfg, dict):
+        return copy.deepcopy(cfg)
+    result = dict(target) if isinstance(target, dict) else {}
+    for k, v in cfg.items():
+        cur = result.get(k)
+        if isinstance(v, dict):
+            result[k] = apply_merge(cur, v, builtin)
+        elif isinstance(v, list) and builtin:
+            key = smp_merge_key(k, v)
+            if key == "*":
+                merged = [x for x in (cur if isinstance(cur, list) else [])]
+                for x in v:
+                    if x not in merged:
+                        merged.append(copy.deepcopy(x))
+                result[k] = merged
+            elif key and all(isinstance(x, dict) and key in x for x in v):
+                result[k] = merge_keyed_list(cur if isinstance(cur, list) else [], v, key,
+                                             lambda a, b: apply_merge(a, b, builtin))
+            else:
+                result[k] = copy.deepcopy(v)
+        else:
+            result[k] = copy.deepcopy(v)
+    return result
+
+
+# --------------------------------------------------------------------------------------------
+# Misc helpers
+# --------------------------------------------------------------------------------------------
+
+def json_depth(v):
+    """Nesting depth, without recursion."""
+    deepest, stack = 0, [(v, 1)]
+    while stack:
+        x, d = stack.pop()
+        if isinstance(x, dict):
+            deepest = max(deepest, d)
+            stack.extend((y, d + 1) for y in x.values())
+        elif isinstance(x, list):
+            deepest = max(deepest, d)
+            stack.extend((y, d + 1) for y in x)
+    return deepest
+
+
+def now_rfc3339():
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def sort_keys(v):
+    if isinstance(v, dict):
+        return {k: sort_keys(v[k]) for k in sorted(v)}
+    if isinstance(v, list):
+        return [sort_keys(x) for x in v]
+    return v
+
+
+GEN_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+
+
+def generate_suffix():
+    return "".join(random.choice(GEN_ALPHABET) for _ in range(5))
+
+
+def encode_continue(rv, start):
+    raw = json.dumps({"v": "meta.k8s.io/v1", "rv": rv, "start": start}, separators=(",", ":"))
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def decode_continue(token):
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        data = json.loads(raw.decode())
+    except Exception as e:  # noqa: BLE001 - any decoding problem is a bad request
+        raise err_bad_request("continue key is not valid: %s" % e)
+    if not isinstance(data, dict) or data.get("v") != "meta.k8s.io/v1":
+        raise err_bad_request("continue key is not valid: server does not recognize this encoded version")
+    start = data.get("start")
+    rv = data.get("rv")
+    if not isinstance(start, str) or not start:
+        raise err_bad_request("continue key is not valid: encoded start key empty")
+    if not isinstance(rv, int) or rv == 0:
+        raise err_bad_request("continue key is not valid: incorrect encoded start resourceVersion "
+                              "(version meta.k8s.io/v1)")
+    start = start.lstrip("/")
+    return rv, start
+
+
+def strip_server_meta(meta):
+    for k in ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp",
+              "deletionGracePeriodSeconds", "generation", "managedFields", "selfLink"):
+        meta.pop(k, None)
+
+
+# --------------------------------------------------------------------------------------------
+# Store: objects, history, watchers
+# --------------------------------------------------------------------------------------------
+
+class HistoryEvent:
+    __slots__ = ("rv", "etype", "skey", "ns", "name", "obj", "prev")
+
+    def __init__(self, rv, etype, skey, ns, name, obj, prev):
+        self.rv, self.etype, self.skey, self.ns, self.name, self.obj, self.prev = rv, etype, skey, ns, name, obj, prev
+
+
+class Watcher:
+    def __init__(self, store, kind, version, ns, lsel, fsel, bookmarks):
+        self.store = store
+        self.kind = kind
+        self.version = version
+        self.ns = ns
+        self.lsel = lsel
+        self.fsel = fsel
+        self.bookmarks = bookmarks
+        self.cond = threading.Condition()
+        self.queue = collections.deque()
+        self.overflow = False
+        self.drop = False
+        self.drop_mid_event = False
+        self.conn = None
+        self.start_rv = 0
+
+    def matches(self, obj):
+        if obj is None:
+            return False
+        return labels_match(self.lsel, (obj.get("metadata") or {}).get("labels")) and fields_match(self.fsel, obj)
+
+    def translate(self, ev):
+        """The event this watcher sees for a history event, or None (cacheWatcher semantics)."""
+        if ev.skey != self.kind.skey:
+            return None
+        if self.ns is not None and ev.ns != self.ns:
+            return None
+        if ev.etype == ADDED:
+            return (ADDED, ev.obj) if self.matches(ev.obj) else None
+        if ev.etype == DELETED:
+            return (DELETED, ev.obj) if self.matches(ev.prev) else None
+        cur, old = self.matches(ev.obj), self.matches(ev.prev)
+        if cur and old:
+            return (MODIFIED, ev.obj)
+        if cur:
+            return (ADDED, ev.obj)
+        if old:
+            gone = copy.copy(ev.prev)
+            gone["metadata"] = dict(gone.get("metadata") or {})
+            gone["metadata"]["resourceVersion"] = ev.obj["metadata"]["resourceVersion"]
+            return (DELETED, gone)
+        return None
+
+    def offer(self, ev):
+        """Called with the store lock held, in resourceVersion order."""
+        item = self.translate(ev)
+        if item is None:
+            return
+        with self.cond:
+            if self.overflow or self.drop:
+                return
+            if len(self.queue) >= WATCH_QUEUE_MAX:
+                self.overflow = True
+            else:
+                self.queue.append(item)
+            self.cond.notify()
+
+    def wake(self):
+        with self.cond:
+            self.cond.notify()
+
+
+class Store:
+    def __init__(self):
+        self.lock = threading.RLock()
+        self.rv = 0
+        self.compacted = 0
+        self.objects = {}            # skey -> {(ns, name): obj}
+        self.history = []            # HistoryEvent, ascending rv
+        self.watchers = set()
+        self.applied = {}            # (skey, ns, name) -> {manager: applied config}
+        self.kinds = []
+        self.by_gvr = {}             # (group, version, plural) -> Kind
+        self.by_skey = {}
+
+    # ---- kinds ----
+    def add_kind(self, kind):
+        with self.lock:
+            for v in kind.versions:
+                old = self.by_gvr.get((kind.group, v, kind.plural))
+                if old is not None and old in self.kinds:
+                    self.kinds.remove(old)
+            self.kinds.append(kind)
+            for v in kind.versions:
+                self.by_gvr[(kind.group, v, kind.plural)] = kind
+            self.by_skey[kind.skey] = kind
+            self.objects.setdefault(kind.skey, {})
+
+    def groups(self):
+        """group -> list of versions (preferred first), built-in groups first like the real server."""
+        out = collections.OrderedDict()
+        builtin = [k for k in self.kinds if not k.crd and k.group]
+        crds = sorted([k for k in self.kinds if k.crd], key=lambda k: k.group)
+        for k in builtin + crds:
+            vs = out.setdefault(k.group, [])
+            for v in k.versions:
+                if v not in vs:
+                    vs.append(v)
+        return out
+
+    # ---- writes ----
+    def _next_rv(self):
+        self.rv += 1
+        return self.rv
+
+    def commit(self, kind, etype, ns, name, obj, prev):
+        """Record a write: obj is owned by the store from now on (never mutated again)."""
+        rv = self._next_rv()
+        obj["metadata"]["resourceVersion"] = str(rv)
+        coll = self.objects[kind.skey]
+        if etype == DELETED:
+            coll.pop((ns, name), None)
+            self.applied.pop((kind.skey, ns, name), None)
+        else:
+            coll[(ns, name)] = obj
+        ev = HistoryEvent(rv, etype, kind.skey, ns, name, obj, prev)
+        self.history.append(ev)
+        if len(self.history) > HISTORY_MAX:
+            drop = len(self.history) - HISTORY_MAX + HISTORY_MAX // 10
+            self.compacted = max(self.compacted, self.history[drop - 1].rv)
+            del self.history[:drop]
+        for w in list(self.watchers):
+            w.offer(ev)
+        return obj
+
+    def compact(self):
+        """Like the real server's compaction: it writes its own bookkeeping key (one revision, no
+        object event), then every earlier resourceVersion is gone."""
+        with self.lock:
+            self.rv += 1
+            self.compacted = self.rv
+            self.history = []
+
+    def get(self, kind, ns, name):
+        return self.objects[kind.skey].get((ns, name))
+
+    def snapshot(self, kind, rv):
+        """Objects of kind as of resourceVersion rv (rv >= compacted)."""
+        coll = dict(self.objects[kind.skey])
+        for ev in reversed(self.history):
+            if ev.rv <= rv:
+                break
+            if ev.skey != kind.skey:
+                continue
+            if ev.etype == ADDED:
+                coll.pop((ev.ns, ev.name), None)
+            else:
+                coll[(ev.ns, ev.name)] = ev.prev
+        return coll
+
+    def events_after(self, rv):
+        lo, hi = 0, len(self.history)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.history[mid].rv <= rv:
+                lo = mid + 1
+            else:
+                hi = mid
+        return self.history[lo:]
+
+
+# --------------------------------------------------------------------------------------------
+# The API: one instance shared by every connection
+# --------------------------------------------------------------------------------------------
+
+def render(kind, obj, version, in_list=False):
+    """The object as seen through a version (and, for built-in lists, without kind/apiVersion)."""
+    if obj is None:
+        return None
+    gv = kind.gv(version)
+    if in_list and not kind.crd:
+        return {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}
+    if obj.get("apiVersion") == gv:
+        return obj
+    out = dict(obj)
+    out["apiVersion"] = gv
+    return out
+
+
+class Request:
+    """A parsed API request."""
+
+    def __init__(self):
+        self.method = ""
+        self.path = ""
+        self.raw_query = ""
+        self.query = {}
+        self.verb = ""
+        self.kind = None
+        self.version = ""
+        self.ns = None
+        self.name = ""
+        self.sub = ""
+        self.resource = ""
+        self.content_type = ""
+        self.body_bytes = b""
+        self.body_json = None
+        self.body_error = None
+        self.user_agent = ""
+        self.watch = False
+
+    def q(self, key, default=None):
+        v = self.query.get(key)
+        return v[0] if v else default
+
+
+class Api:
+    def __init__(self, tokens, bookmark_interval):
+        self.store = Store()
+        for k in builtin_kinds():
+            self.store.add_kind(k)
+        self.startup_tokens = set(tokens)
+        self.tokens = set(tokens)
+        self.bookmark_interval = bookmark_interval
+        self.meta_lock = threading.Lock()
+        self.log = []
+        self.log_seq = 0
+        self.faults = []                # failNext rules
+        self.block_watches = False
+        self.port = 0
+        self.server = None              # the ServerHost, for restart
+        self.system_namespaces = ["default", "kube-node-lease", "kube-public", "kube-system"]
+        with self.store.lock:
+            ns_kind = self.store.by_gvr[("", "v1", "namespaces")]
+            for n in self.system_namespaces:
+                self._create_object(ns_kind, "v1", None, {"apiVersion": "v1", "kind": "Namespace",
+                                                          "metadata": {"name": n}}, {})
+
+    # ------------------------------------------------------------------ object pipeline pieces
+    def _check_body_kind(self, kind, version, body, for_apply=False):
+        if not isinstance(body, dict):
+            raise err_bad_request("the body of the request must be a JSON object")
+        api_version = body.get("apiVersion")
+        k = body.get("kind")
+
+        def undecodable(field, value, go_type):
+            return err_bad_request('%s in version "%s" cannot be handled as a %s: json: cannot unmarshal %s into '
+                                   'Go struct field %s of type %s' % (kind.kind, version, kind.kind,
+                                                                      json_type(value).replace("integer", "number"),
+                                                                      field, go_type))
+
+        for field, value in (("apiVersion", api_version), ("kind", k)):
+            if value is not None and not isinstance(value, str):
+                raise undecodable(field, value, "string")
+        if kind.crd or for_apply:
+            if not k:
+                raise err_bad_request("Object 'Kind' is missing in '%s'" % json.dumps(
+                    body, separators=(",", ":"))[:1024])
+            if not api_version:
+                raise err_bad_request("Object 'apiVersion' is missing in '%s'" % json.dumps(
+                    body, separators=(",", ":"))[:1024])
+        if k and k != kind.kind:
+            raise err_bad_request('%s in version "%s" cannot be handled as a %s: the object provided is '
+                                  'unrecognized (must be of type %s)' % (k, version, kind.kind, kind.kind))
+        if api_version:
+            g, _, v = api_version.rpartition("/")
+            if g != kind.group or v not in kind.versions:
+                raise err_bad_request('the API version in the data (%s) does not match the expected API '
+                                      'version (%s)' % (api_version, kind.gv(version)))
+        meta = body.get("metadata")
+        if meta is None:
+            body["metadata"] = meta = {}
+        elif not isinstance(meta, dict):
+            raise undecodable("%s.metadata" % kind.kind, meta, "v1.ObjectMeta")
+        for field in ("name", "generateName", "namespace", "resourceVersion", "uid", "creationTimestamp",
+                      "deletionTimestamp"):
+            if meta.get(field) is not None and not isinstance(meta[field], str):
+                raise undecodable("ObjectMeta.metadata." + field, meta[field], "string")
+        for field in ("labels", "annotations"):
+            value = meta.get(field)
+            if value is None:
+                continue
+            if not isinstance(value, dict):
+                raise undecodable("ObjectMeta.metadata." + field, value, "map[string]string")
+            for v in value.values():
+                if not isinstance(v, str):
+                    raise undecodable("ObjectMeta.metadata." + field, v, "string")
+        fin = meta.get("finalizers")
+        if fin is not None and (not isinstance(fin, list) or not all(isinstance(f, str) for f in fin)):
+            raise undecodable("ObjectMeta.metadata.finalizers", fin, "[]string")
+        refs = meta.get("ownerReferences")
+        if refs is not None:
+            if not isinstance(refs, list) or not all(isinstance(r, dict) for r in refs):
+                raise undecodable("ObjectMeta.metadata.ownerReferences", refs, "[]v1.OwnerReference")
+            for r in refs:
+                for field in ("apiVersion", "kind", "name", "uid"):
+                    if r.get(field) is not None and not isinstance(r[field], str):
+                        raise undecodable("OwnerReference.metadata.ownerReferences." + field, r[field], "string")
+        gen = meta.get("generation")
+        if gen is not None and (isinstance(gen, bool) or not isinstance(gen, int)):
+            raise undecodable("ObjectMeta.metadata.generation", gen, "int64")
+        if not kind.crd:
+            problem = shape_problem({k: v for k, v in body.items() if k != "metadata"},
+                                    SHAPES.get(kind.skey, {"spec": "object", "status": "object"}), kind.kind)
+            if problem:
+                raise undecodable(*problem)
+
+    def _schema_checks(self, kind, version, obj, req, warnings):
+        if not kind.schema:
+            return obj
+        unknown = []
+        schema_unknown_fields(obj, kind.schema, "", unknown)
+        mode = (req.q("fieldValidation") or "Warn") if req else "Warn"
+        if unknown and mode == "Strict":
+            raise err_bad_request('%s in version "%s" cannot be handled as a %s: strict decoding error: %s' % (
+                kind.kind, version, kind.kind, ", ".join('unknown field "%s"' % u for u in unknown)))
+        if unknown and mode != "Ignore":
+            for u in unknown:
+                warnings.append('unknown field "%s"' % u)
+        obj = schema_prune(obj, kind.schema)
+        errors = []
+        schema_validate(obj, kind.schema, "", errors)
+        if errors:
+            raise kind.invalid(obj["metadata"].get("name", ""), errors)
+        return obj
+
+    def _finish_object(self, kind, obj):
+        """Key order like the real server's encoder."""
+        if kind.crd:
+            return sort_keys(obj)
+        out = {"kind": obj.get("kind"), "apiVersion": obj.get("apiVersion"),
+               "metadata": ordered(obj.get("metadata") or {}, META_ORDER)}
+        for k in kind.top:
+            if k in obj:
+                out[k] = obj[k]
+        for k, v in obj.items():
+            if k not in out:
+                out[k] = v
+        return out
+
+    def _validate(self, kind, obj, old, errors):
+        name = obj["metadata"].get("name", "")
+        if old is None:
+            for p in name_problems(name, kind.name_rule):
+                errors.append(fe_invalid("metadata.name", name, p))
+        validate_meta(kind, obj, errors)
+        if kind.validator:
+            kind.validator(obj, errors)
+        if old is not None and kind.update_validator:
+            kind.update_validator(old, obj, errors)
+
+    # ------------------------------------------------------------------ create
+    def _create_object(self, kind, version, ns, body, query, req=None, warnings=None, dry_run=False):
+        """Create from a request body. Caller holds the store lock. Returns the stored object."""
+        warnings = warnings if warnings is not None else []
+        obj = copy.deepcopy(body)
+        self._check_body_kind(kind, version, obj)
+        obj["apiVersion"] = kind.gv(kind.versions[0])
+        obj["kind"] = kind.kind
+        meta = obj["metadata"]
+        if meta.get("resourceVersion"):
+            raise err_internal("resourceVersion should not be set on objects to be created")
+        if kind.namespaced:
+            bns = meta.get("namespace")
+            if bns and bns != ns:
+                raise err_bad_request("the namespace of the provided object does not match the namespace sent "
+                                      "on the request")
+            meta["namespace"] = ns
+        else:
+            meta.pop("namespace", None)
+        name = meta.get("name") or ""
+        if not name and meta.get("generateName"):
+            for _ in range(8):
+                candidate = meta["generateName"] + generate_suffix()
+                if self.store.get(kind, ns, candidate) is None:
+                    break
+            name = candidate
+            meta["name"] = name
+        strip_server_meta(meta)
+        if kind.status:
+            obj.pop("status", None)
+        obj = self._schema_checks(kind, version, obj, req, warnings)
+        meta = obj["metadata"]
+        meta["uid"] = str(uuid.uuid4())
+        meta["creationTimestamp"] = now_rfc3339()
+        if kind.generation:
+            meta["generation"] = 1
+        if kind.defaulter and name:
+            kind.defaulter(obj, True)
+        errors = []
+        if not name:
+            errors.append(fe_required("metadata.name", "name or generateName is required"))
+        else:
+            self._validate(kind, obj, None, errors)
+        if errors:
+            raise kind.invalid(name, errors)
+        if self.store.get(kind, ns, name) is not None:
+            raise kind.already_exists(name)
+        obj["metadata"]["resourceVersion"] = ""     # keeps its place in the key order
+        obj = self._finish_object(kind, obj)
+        if dry_run:
+            obj["metadata"]["resourceVersion"] = ""
+            return obj
+        return self.store.commit(kind, ADDED, ns, name, obj, None)
+
+    # ------------------------------------------------------------------ update
+    def _update_object(self, kind, version, ns, name, old, new, sub, req, warnings, rv_required,
+                       dry_run=False, from_patch=False):
+        """Replace old by new (already a full object). Returns (obj, code). Caller holds the lock."""
+        if not isinstance(new, dict):
+            raise err_bad_request("the body of the request must be a JSON object")
+        self._check_body_kind(kind, version, new)
+        new["apiVersion"] = kind.gv(kind.versions[0])
+        new["kind"] = kind.kind
+        meta = new["metadata"]
+        if kind.namespaced:
+            bns = meta.get("namespace")
+            if bns and bns != ns:
+                raise err_bad_request("the namespace of the provided object does not match the namespace sent "
+                                      "on the request")
+            meta["namespace"] = ns
+        else:
+            meta.pop("namespace", None)
+        bname = meta.get("name") or ""
+        if bname != name:
+            if from_patch:
+                raise kind.invalid(name, [fe_invalid("metadata.name", bname, "field is immutable")])
+            raise err_bad_request("the name of the object (%s) does not match the name on the URL (%s)" % (
+                bname, name))
+        old_meta = old["metadata"]
+        given_rv = meta.get("resourceVersion")
+        if given_rv:
+            if given_rv != old_meta["resourceVersion"]:
+                raise kind.conflict(name)
+        elif rv_required and not kind.unconditional_update:
+            raise kind.invalid(name, [fe_invalid("metadata.resourceVersion", Raw("0x0"),
+                                                 "must be specified for an update")])
+        if meta.get("uid") and meta["uid"] != old_meta["uid"]:
+            raise kind.conflict(name, "Precondition failed: UID in precondition: %s, UID in object meta: %s" % (
+                old_meta["uid"], meta["uid"]))
+        if sub == "status":
+            status = new.get("status")
+            has_status = "status" in new
+            new = copy.deepcopy(old)
+            if has_status:
+                new["status"] = status
+            else:
+                new.pop("status", None)
+            meta = new["metadata"]
+        else:
+            if kind.status:
+                if "status" in old:
+                    new["status"] = copy.deepcopy(old["status"])
+                else:
+                    new.pop("status", None)
+            for k in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
+                      "generation"):
+                if k in old_meta:
+                    meta[k] = old_meta[k]
+                else:
+                    meta.pop(k, None)
+            meta.pop("managedFields", None)
+            meta.pop("selfLink", None)
+            if kind.skey == ("", "services"):
+                service_preserve(old, new)
+        new = self._schema_checks(kind, version, new, req, warnings)
+        meta = new["metadata"]
+        if kind.defaulter:
+            kind.defaulter(new, False, old, sub)
+        errors = []
+        self._validate(kind, new, old, errors)
+        if old_meta.get("deletionTimestamp"):
+            added = [f for f in (meta.get("finalizers") or []) if f not in (old_meta.get("finalizers") or [])]
+            if added:
+                errors.append(fe_forbidden("metadata.finalizers", "no new finalizers can be added if the object "
+                                                                  "is being deleted, found new finalizers %s" %
+                                           json.dumps(added)))
+        if errors:
+            raise kind.invalid(name, errors)
+        if kind.generation:
+            if kind.generation == "spec":
+                changed = old.get("spec") != new.get("spec")
+            else:
+                skip = ("metadata", "status") if kind.status else ("metadata",)
+                changed = ({k: v for k, v in old.items() if k not in skip} !=
+                           {k: v for k, v in new.items() if k not in skip})
+            meta["generation"] = old_meta.get("generation", 1) + (1 if changed else 0)
+        meta["resourceVersion"] = old_meta["resourceVersion"]
+        new = self._finish_object(kind, new)
+        if new == old:
+            return old, 200
+        if dry_run:
+            return new, 200
+        stored = self.store.commit(kind, MODIFIED, ns, name, new, old)
+        if stored["metadata"].get("deletionTimestamp") and not stored["metadata"].get("finalizers"):
+            gone = copy.deepcopy(stored)
+            stored = self.store.commit(kind, DELETED, ns, name, gone, stored)
+        return stored, 200
+
+    # ------------------------------------------------------------------ delete
+    def _delete_object(self, kind, ns, name, options, dry_run=False):
+        """Returns (response body object, code, deleted_obj_or_None). Caller holds the lock."""
+        old = self.store.get(kind, ns, name)
+        if old is None:
+            raise kind.not_found(name)
+        old_meta = old["metadata"]
+        pre = options.get("preconditions") if isinstance(options, dict) else None
+        if isinstance(pre, dict):
+            conflict_kind = kind.qualified_kind
+            if pre.get("uid") and pre["uid"] != old_meta["uid"]:
+                raise api_error(409, "Conflict", 'Operation cannot be fulfilled on %s "%s": the UID in the '
+                                'precondition (%s) does not match the UID in record (%s). The object might '
+                                'have been deleted and then recreated' % (conflict_kind, name, pre["uid"],
+                                                                          old_meta["uid"]),
+                                kind.details(name, use_kind=True))
+            if pre.get("resourceVersion") and pre["resourceVersion"] != old_meta["resourceVersion"]:
+                raise api_error(409, "Conflict", 'Operation cannot be fulfilled on %s "%s": the ResourceVersion '
+                                'in the precondition (%s) does not match the ResourceVersion in record (%s). '
+                                'The object might have been modified' % (conflict_kind, name,
+                                                                         pre["resourceVersion"],
+                                                                         old_meta["resourceVersion"]),
+                                kind.details(name, use_kind=True))
+        if old_meta.get("deletionTimestamp"):
+            # already being deleted: nothing changes
+            if kind.return_deleted:
+                return old, 200, None
+            return self._success_status(kind, old), 200, None
+        if dry_run:
+            return old, 200, None
+        if old_meta.get("finalizers") or kind.graceful:
+            marked = copy.deepcopy(old)
+            m = marked["metadata"]
+            m["deletionTimestamp"] = now_rfc3339()
+            m["deletionGracePeriodSeconds"] = 0
+            if m.get("generation"):
+                m["generation"] += 1
+            marked["metadata"] = ordered(m, META_ORDER) if not kind.crd else sort_keys(m)
+            if kind.crd:
+                marked = sort_keys(marked)
+            stored = self.store.commit(kind, MODIFIED, ns, name, marked, old)
+            if m.get("finalizers"):
+                return stored, 200, None
+            old = stored
+        gone = copy.deepcopy(old)
+        stored = self.store.commit(kind, DELETED, ns, name, gone, old)
+        if kind.skey == ("", "namespaces"):
+            self._delete_namespace_contents(name)
+        if kind.return_deleted:
+            return stored, 200, stored
+        return self._success_status(kind, stored), 200, stored
+
+    def _success_status(self, kind, obj):
+        d = {"name": obj["metadata"]["name"]}
+        if kind.group:
+            d["group"] = kind.group
+        d["kind"] = kind.plural
+        d["uid"] = obj["metadata"]["uid"]
+        return status_body(None, None, None, d, status="Success")
+
+    def _delete_namespace_contents(self, ns):
+        for kind in list(self.store.kinds):
+            if not kind.namespaced:
+                continue
+            for (ons, oname), obj in sorted(self.store.objects[kind.skey].items()):
+                if ons == ns:
+                    self.store.commit(kind, DELETED, ons, oname, copy.deepcopy(obj), obj)
+
+    # ------------------------------------------------------------------ request handling
+    def handle(self, req):
+        """Returns (code, body_dict, headers) or raises ApiError. Watches are handled by the caller."""
+        kind = req.kind
+        m = req.method
+        if req.name == "":
+            if m == "GET":
+                return self.do_list(req)
+            if m == "POST":
+                if req.ns is None and kind.namespaced:
+                    raise err_method_not_allowed()
+                return self.do_create(req)
+            if m == "DELETE":
+                if req.ns is None and kind.namespaced:
+                    raise err_method_not_allowed()
+                return self.do_delete_collection(req)
+            raise err_method_not_allowed()
+        if req.sub:
+            if m == "GET":
+                return self.do_get(req)
+            if m == "PUT":
+                return self.do_update(req)
+            if m == "PATCH":
+                return self.do_patch(req)
+            raise err_method_not_allowed()
+        if m == "GET":
+            return self.do_get(req)
+        if m == "PUT":
+            return self.do_update(req)
+        if m == "PATCH":
+            return self.do_patch(req)
+        if m == "DELETE":
+            return self.do_delete(req)
+        raise err_method_not_allowed()
+
+    def _body(self, req, required=True):
+        if req.body_error:
+            raise err_bad_request(req.body_error)
+        if req.body_json is None and required:
+            raise err_bad_request("the body of the request was empty")
+        return req.body_json
+
+    def _require_json(self, req):
+        ct = req.content_type
+        if ct not in ("application/json", "application/yaml"):
+            raise api_error(415, "UnsupportedMediaType", "the body of the request was in an unknown format - "
+                            "accepted media types include: application/json, application/yaml, "
+                            "application/vnd.kubernetes.protobuf")
+
+    def _dry_run(self, req):
+        dr = req.query.get("dryRun") or []
+        for v in dr:
+            if v != "All":
+                raise err_bad_request("dryRun: Unsupported value: %s: supported values: \"All\"" % go_quote(v))
+        return bool(dr)
+
+    def _warn_headers(self, warnings):
+        return {"Warning": ['299 - "%s"' % w.replace('"', '\\"') for w in warnings]} if warnings else {}
+
+    def do_create(self, req):
+        self._require_json(req)
+        body = self._body(req)
+        warnings = []
+        with self.store.lock:
+            obj = self._create_object(req.kind, req.version, req.ns, body, req.query, req, warnings,
+                                      dry_run=self._dry_run(req))
+        return 201, render(req.kind, obj, req.version), self._warn_headers(warnings)
+
+    def do_get(self, req):
+        with self.store.lock:
+            obj = self.store.get(req.kind, req.ns, req.name)
+        if obj is None:
+            raise req.kind.not_found(req.name)
+        return 200, render(req.kind, obj, req.version), {}
+
+    def do_update(self, req):
+        self._require_json(req)
+        body = self._body(req)
+        kind = req.kind
+        warnings = []
+        with self.store.lock:
+            old = self.store.get(kind, req.ns, req.name)
+            if old is None:
+                if kind.create_on_update and not req.sub:
+                    if not isinstance(body, dict):
+                        raise err_bad_request("the body of the request must be a JSON object")
+                    bname = (body.get("metadata") or {}).get("name") if isinstance(body.get("metadata"),
+                                                                                     dict) else None
+                    if bname != req.name:
+                        raise err_bad_request("the name of the object (%s) does not match the name on the URL "
+                                              "(%s)" % (bname or "", req.name))
+                    b = copy.deepcopy(body)
+                    b["metadata"].pop("resourceVersion", None)
+                    obj = self._create_object(kind, req.version, req.ns, b, req.query, req, warnings,
+                                              dry_run=self._dry_run(req))
+                    return 201, render(kind, obj, req.version), self._warn_headers(warnings)
+                raise kind.not_found(req.name)
+            obj, code = self._update_object(kind, req.version, req.ns, req.name, old, copy.deepcopy(body),
+                                            req.sub, req, warnings, rv_required=True,
+                                            dry_run=self._dry_run(req))
+        return code, render(kind, obj, req.version), self._warn_headers(warnings)
+
+    def do_patch(self, req):
+        kind = req.kind
+        ct = req.content_type
+        warnings = []
+        patch_types = ("application/json-patch+json", "application/merge-patch+json",
+                       "application/strategic-merge-patch+json", "application/apply-patch+yaml")
+        if ct not in patch_types or (kind.crd and ct == "application/strategic-merge-patch+json"):
+            accepted = "application/json-patch+json, application/merge-patch+json, "
+            if not kind.crd:
+                accepted += "application/strategic-merge-patch+json, "
+            accepted += "application/apply-patch+yaml"
+            raise api_error(415, "UnsupportedMediaType", "the body of the request was in an unknown format - "
+                                                         "accepted media types include: " + accepted)
+        if ct == "application/apply-patch+yaml":
+            return self.do_apply(req)
+        if req.q("force") is not None:
+            raise err_bad_request("force: Invalid value: %s: may not be specified for non-apply patch" %
+                                  go_quote(req.q("force")))
+        patch = self._body(req)
+        dry_run = self._dry_run(req)
+        with self.store.lock:
+            old = self.store.get(kind, req.ns, req.name)
+            if old is None:
+                raise kind.not_found(req.name)
+            current = copy.deepcopy(render(kind, old, req.version))
+            if ct == "application/json-patch+json":
+                if not isinstance(patch, list) or not all(isinstance(op, dict) for op in patch):
+                    raise err_bad_request("json: cannot unmarshal object into Go value of type jsonpatch.Patch")
+                try:
+                    new = json_patch(current, copy.deepcopy(patch))
+                except PatchError:
+                    raise err_unprocessable_generic()
+                except (ValueError, IndexError, TypeError):
+                    raise err_unprocessable_generic()
+            elif ct == "application/merge-patch+json":
+                if not isinstance(patch, dict):
+                    raise err_bad_request("error decoding patch: the patch must be a JSON object")
+                new = merge_patch(current, patch)
+            else:
+                if not isinstance(patch, dict):
+                    raise err_bad_request("error decoding patch: the patch must be a JSON object")
+                new = strategic_merge(current, patch)
+            new = copy.deepcopy(new)
+            obj, code = self._update_object(kind, req.version, req.ns, req.name, old, new, req.sub, req,
+                                            warnings, rv_required=False, dry_run=dry_run, from_patch=True)
+        return code, render(kind, obj, req.version), self._warn_headers(warnings)
+
+    def do_apply(self, req):
+        kind = req.kind
+        manager = req.q("fieldManager")
+        if not manager:
+            raise err_bad_request("PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is "
+                                  "required for apply patch")
+        force = (req.q("force") or "").lower() in ("true", "1")
+        if req.body_error:
+            raise err_bad_request("error decoding YAML: " + req.body_error + " (the double accepts JSON "
+                                  "documents only)")
+        cfg = self._body(req)
+        if not isinstance(cfg, dict):
+            raise err_bad_request("error decoding YAML: the applied configuration must be an object")
+        self._check_body_kind(kind, req.version, copy.deepcopy(cfg), for_apply=True)
+        meta = cfg.get("metadata") or {}
+        if meta.get("name") not in (None, "", req.name):
+            raise err_bad_request("the name of the object (%s) does not match the name on the URL (%s)" % (
+                meta.get("name"), req.name))
+        if kind.namespaced and meta.get("namespace") not in (None, "", req.ns):
+            raise err_bad_request("the namespace of the provided object does not match the namespace sent on "
+                                  "the request")
+        builtin = not kind.crd
+        # what this manager may set through this endpoint
+        owned_cfg = copy.deepcopy(cfg)
+        if kind.status:
+            if req.sub == "status":
+                owned_cfg = {"status": owned_cfg.get("status")} if "status" in owned_cfg else {}
+            else:
+                owned_cfg.pop("status", None)
+        for k in ("apiVersion", "kind"):
+            owned_cfg.pop(k, None)
+        m = owned_cfg.get("metadata")
+        if isinstance(m, dict):
+            for k in ("name", "namespace", "resourceVersion", "uid", "creationTimestamp", "generation",
+                      "managedFields"):
+                m.pop(k, None)
+            if not m:
+                owned_cfg.pop("metadata", None)
+        new_paths = apply_paths(owned_cfg, builtin)
+        dry_run = self._dry_run(req)
+        warnings = []
+        with self.store.lock:
+            akey = (kind.skey, req.ns, req.name)
+            old = self.store.get(kind, req.ns, req.name)
+            if old is None:
+                if req.sub:
+                    raise kind.not_found(req.name)
+                body = copy.deepcopy(cfg)
+                body.setdefault("metadata", {})["name"] = req.name
+                body["metadata"].pop("resourceVersion", None)
+                obj = self._create_object(kind, req.version, req.ns, body, req.query, req, warnings,
+                                          dry_run=dry_run)
+                if not dry_run:
+                    self.store.applied[akey] = {manager: new_paths}
+                return 201, render(kind, obj, req.version), self._warn_headers(warnings)
+            given_rv = meta.get("resourceVersion")
+            if given_rv and given_rv != old["metadata"]["resourceVersion"]:
+                raise kind.conflict(req.name)
+            managers = self.store.applied.get(akey, {})
+            current = copy.deepcopy(render(kind, old, req.version))
+            if not force:
+                conflicts = []
+                for other, paths in managers.items():
+                    if other == manager:
+                        continue
+                    for p in sorted(new_paths & paths, key=path_str):
+                        ok, cur_v = path_get(current, p)
+                        _, new_v = path_get(owned_cfg, p)
+                        if ok and cur_v != new_v and not isinstance(p[-1], tuple):
+                            conflicts.append((other, p))
+                if conflicts:
+                    if len(conflicts) == 1:
+                        text = 'conflict with "%s": %s' % (conflicts[0][0], path_str(conflicts[0][1]))
+                    else:
+                        by = collections.OrderedDict()
+                        for mgr, p in conflicts:
+                            by.setdefault(mgr, []).append(path_str(p))
+                        text = "conflicts with"
+                        for mgr, ps in by.items():
+                            text += ' "%s"' % mgr
+                            text += (": " + ps[0]) if len(ps) == 1 else ":" + "".join("\n- " + x for x in ps)
+                    causes = [{"reason": "FieldManagerConflict", "message": 'conflict with "%s"' % mgr,
+                               "field": path_str(p)} for mgr, p in conflicts]
+                    details = kind.details(req.name)
+                    details["causes"] = causes
+                    raise api_error(409, "Conflict", "Apply failed with %d conflict%s: %s" % (
+                        len(conflicts), "" if len(conflicts) == 1 else "s", text), details)
+            # fields this manager applied before and no longer applies (and nobody else applies) go away
+            prev_paths = managers.get(manager, set())
+            others = set()
+            for other, paths in managers.items():
+                if other != manager:
+                    others |= paths
+            if force:
+                for other in list(managers):
+                    if other != manager:
+                        managers[other] = managers[other] - new_paths
+                others = set().union(*[p for o, p in managers.items() if o != manager]) if managers else set()
+            stale = sorted(prev_paths - new_paths - others, key=len)
+            removed = []
+            for p in stale:
+                if any(p[:len(r)] == r for r in removed):
+                    continue
+                path_remove(current, p)
+                removed.append(p)
+            new = apply_merge(current, owned_cfg, builtin)
+            obj, code = self._update_object(kind, req.version, req.ns, req.name, old, new, req.sub, req,
+                                            warnings, rv_required=False, dry_run=dry_run, from_patch=True)
+            if not dry_run and self.store.get(kind, req.ns, req.name) is not None:
+                managers = self.store.applied.setdefault(akey, managers)
+                managers[manager] = new_paths
+        return code, render(kind, obj, req.version), self._warn_headers(warnings)
+
+    def do_delete(self, req):
+        options = {}
+        if req.body_bytes.strip():
+            if req.body_error:
+                raise err_bad_request(req.body_error)
+            options = req.body_json if isinstance(req.body_json, dict) else {}
+        dry_run = self._dry_run(req)
+        with self.store.lock:
+            body, code, _ = self._delete_object(req.kind, req.ns, req.name, options, dry_run=dry_run)
+        if body.get("kind") == "Status":
+            return code, body, {}
+        return code, render(req.kind, body, req.version), {}
+
+    def do_delete_collection(self, req):
+        kind = req.kind
+        lsel, fsel = self._selectors(req)
+        options = req.body_json if isinstance(req.body_json, dict) else {}
+        items = []
+        with self.store.lock:
+            for (ons, oname), obj in sorted(self.store.objects[kind.skey].items()):
+                if kind.namespaced and ons != req.ns:
+                    continue
+                if not (labels_match(lsel, (obj.get("metadata") or {}).get("labels")) and fields_match(fsel, obj)):
+                    continue
+                body, _, deleted = self._delete_object(kind, ons, oname, options)
+                items.append(render(kind, deleted or body, req.version, in_list=True))
+            rv = str(self.store.rv)
+        return 200, self._list_body(kind, req.version, {"resourceVersion": rv}, items), {}
+
+    def _selectors(self, req):
+        try:
+            lsel = parse_label_selector(req.q("labelSelector", ""))
+            fsel = parse_field_selector(req.q("fieldSelector", ""), req.kind)
+        except SelectorError as e:
+            raise err_bad_request(str(e))
+        if req.name and req.watch:
+            fsel = fsel + [("=", "metadata.name", req.name)]
+        return lsel, fsel
+
+    def _list_body(self, kind, version, meta, items):
+        if kind.crd:
+            return {"apiVersion": kind.gv(version), "items": items, "kind": kind.kind + "List",
+                    "metadata": {k: meta[k] for k in sorted(meta)}}
+        return {"kind": kind.kind + "List", "apiVersion": kind.gv(version), "metadata": meta, "items": items}
+
+    def _key(self, kind, req, ns, name):
+        if kind.namespaced and req.ns is None:
+            return ns + "/" + name
+        return name
+
+    def do_list(self, req):
+        kind = req.kind
+        lsel, fsel = self._selectors(req)
+        limit = 0
+        if req.q("limit"):
+            try:
+                limit = int(req.q("limit"))
+            except ValueError:
+                raise err_bad_request("limit: Invalid value: %s: must be a non-negative integer" %
+                                      go_quote(req.q("limit")))
+            if limit < 0:
+                limit = 0
+        token = req.q("continue") or ""
+        with self.store.lock:
+            start = ""
+            first_page = True
+            if token:
+                if req.q("resourceVersion") not in (None, ""):
+                    raise err_bad_request("specifying resource version is not allowed when using continue")
+                rv, start = decode_continue(token)
+                first_page = False
+                if rv == -1:
+                    snap = self.store.objects[kind.skey]
+                    list_rv = self.store.rv
+                else:
+                    if rv < self.store.compacted:
+                        new_token = encode_continue(-1, start)
+                        raise api_error(410, "Expired", "The provided continue parameter is too old to display a "
+                                        "consistent list result. You can start a new list without the continue "
+                                        "parameter, or use the continue token in this response to retrieve the "
+                                        "remainder of the results. Continuing with the provided token results in "
+                                        "an inconsistent list - objects that were created, modified, or deleted "
+                                        "between the time the first chunk was returned and now may show up in "
+                                        "the list.", None, {"continue": new_token})
+                    snap = self.store.snapshot(kind, rv) if rv < self.store.rv else self.store.objects[kind.skey]
+                    list_rv = rv
+            else:
+                list_rv = self.store.rv
+                snap = self.store.objects[kind.skey]
+                rvq = req.q("resourceVersion")
+                if rvq and req.q("resourceVersionMatch") == "Exact":
+                    try:
+                        want = int(rvq)
+                    except ValueError:
+                        raise err_bad_request("resourceVersion: Invalid value: %s: must be an integer" %
+                                              go_quote(rvq))
+                    if want < self.store.compacted:
+                        raise api_error(410, "Expired", "The resourceVersion for the provided list is too old.")
+                    snap = self.store.snapshot(kind, want)
+                    list_rv = want
+            entries = []
+            for (ons, oname), obj in snap.items():
+                if obj is None:
+                    continue
+                if kind.namespaced and req.ns is not None and ons != req.ns:
+                    continue
+                entries.append((self._key(kind, req, ons, oname), obj))
+            entries.sort(key=lambda e: e[0])
+        matched = []
+        for key, obj in entries:
+            if start and key < start:
+                continue
+            if labels_match(lsel, (obj.get("metadata") or {}).get("labels")) and fields_match(fsel, obj):
+                matched.append((key, obj))
+        meta = {"resourceVersion": str(list_rv)}
+        if limit and len(matched) > limit:
+            page = matched[:limit]
+            rest = len(matched) - limit
+            last = page[-1][0]
+            meta["continue"] = encode_continue(list_rv, ("/" if first_page else "") + last + "\u0000")
+            if not lsel and not fsel:
+                meta["remainingItemCount"] = rest
+        else:
+            page = matched
+        items = [render(kind, obj, req.version, in_list=True) for _, obj in page]
+        return 200, self._list_body(kind, req.version, meta, items), {}
+
+    # ------------------------------------------------------------------ watch registration
+    def open_watch(self, req):
+        """Registers a watcher. Returns (watcher, expired) where expired means: answer one ERROR event."""
+        kind = req.kind
+        lsel, fsel = self._selectors(req)
+        rvq = req.q("resourceVersion") or ""
+        bookmarks = (req.q("allowWatchBookmarks") or "").lower() in ("true", "1")
+        w = Watcher(self.store, kind, req.version, req.ns if kind.namespaced else None, lsel, fsel, bookmarks)
+        with self.store.lock:
+            if rvq in ("", "0"):
+                initial = []
+                for (ons, oname), obj in self.store.objects[kind.skey].items():
+                    if w.ns is not None and ons != w.ns:
+                        continue
+                    if w.matches(obj):
+                        initial.append(((ons, oname), obj))
+                initial.sort(key=lambda e: e[0])
+                w.queue.extend((ADDED, obj) for _, obj in initial)
+                w.start_rv = self.store.rv
+            else:
+                try:
+                    since = int(rvq)
+                except ValueError:
+                    raise err_bad_request("resourceVersion: Invalid value: %s: must be an integer" % go_quote(rvq))
+                if since < self.store.compacted:
+                    return w, True
+                for ev in self.store.events_after(since):
+                    item = w.translate(ev)
+                    if item is not None:
+                        w.queue.append(item)
+                w.start_rv = max(since, 0)
+            self.store.watchers.add(w)
+        return w, False
+
+    def close_watch(self, w):
+        with self.store.lock:
+            self.store.watchers.discard(w)
+
+    def bookmark_rv(self, w):
+        """The resourceVersion a bookmark may carry now, or None when events are still queued."""
+        with self.store.lock:
+            with w.cond:
+                if w.queue:
+                    return None
+            return max(self.store.rv, w.start_rv)
+
+    # ------------------------------------------------------------------ control API
+    def control(self, method, path, body):
+        if path == "/_double/log" and method == "GET":
+            return None  # handled by the caller (needs the query string)
+        if path == "/_double/log/clear" and method == "POST":
+            with self.meta_lock:
+                self.log = []
+            return {"ok": True}
+        if path == "/_double/tokens" and method == "POST":
+            toks = body.get("tokens") if isinstance(body, dict) else None
+            if not isinstance(toks, list) or not all(isinstance(t, str) for t in toks):
+                raise err_bad_request('expected {"tokens": ["..."]}')
+            with self.meta_lock:
+                self.tokens = set(toks)
+            return {"ok": True}
+        if path == "/_double/fault" and method == "POST":
+            if not isinstance(body, dict):
+                raise err_bad_request("expected a JSON object")
+            return self.apply_fault(body)
+        if path == "/_double/state" and method == "GET":
+            with self.store.lock:
+                return {"resourceVersion": str(self.store.rv), "compactedRV": str(self.store.compacted),
+                        "watchers": len(self.store.watchers)}
+        if path == "/_double/reset" and method == "POST":
+            self.reset()
+            return {"ok": True}
+        if path == "/_double/crd" and method == "POST":
+            if not isinstance(body, dict):
+                raise err_bad_request("expected a JSON object")
+            try:
+                kind = kind_from_crd(body)
+            except (KeyError, TypeError, AttributeError) as e:
+                raise err_bad_request("bad CRD description: missing %s" % e)
+            self.store.add_kind(kind)
+            return {"ok": True}
+        raise err_not_found_generic()
+
+    def apply_fault(self, body):
+        known = {"dropWatches", "blockWatches", "compact", "failNext", "restart"}
+        unknown = [k for k in body if k not in known]
+        if unknown:
+            raise err_bad_request("unknown fault: %s" % ", ".join(unknown))
+        if "failNext" in body:
+            fn = body["failNext"]
+            if not isinstance(fn, dict):
+                raise err_bad_request("failNext must be an object")
+            count = int(fn.get("count", 1))
+            code = int(fn.get("code", 500))
+            with self.meta_lock:
+                if count <= 0:
+                    self.faults = []
+                else:
+                    self.faults.append({"count": count, "code": code, "retryAfter": fn.get("retryAfter"),
+                                        "verb": fn.get("verb"), "resource": fn.get("resource")})
+        if "blockWatches" in body:
+            self.block_watches = bool(body["blockWatches"])
+        if body.get("compact"):
+            self.store.compact()
+        drop = body.get("dropWatches")
+        if drop:
+            with self.store.lock:
+                watchers = list(self.store.watchers)
+            for w in watchers:
+                with w.cond:
+                    if drop == "midEvent":
+                        w.drop_mid_event = True
+                    else:
+                        w.drop = True
+                    w.cond.notify()
+            if drop != "midEvent":
+                def force_close(ws=watchers):
+                    time.sleep(0.5)
+                    for x in ws:
+                        with self.store.lock:
+                            still = x in self.store.watchers
+                        if still and x.conn is not None:
+                            x.conn.kill()
+                threading.Thread(target=force_close, daemon=True).start()
+        if body.get("restart"):
+            r = body["restart"]
+            down_ms = int(r.get("downMs", 500)) if isinstance(r, dict) else 500
+            if self.server is not None:
+                threading.Thread(target=self.server.restart, args=(down_ms / 1000.0,), daemon=True).start()
+        return {"ok": True}
+
+    def reset(self):
+        with self.store.lock:
+            for kind in list(self.store.kinds):
+                for (ons, oname), obj in sorted(self.store.objects[kind.skey].items()):
+                    if kind.skey == ("", "namespaces") and oname in self.system_namespaces:
+                        continue
+                    self.store.commit(kind, DELETED, ons, oname, copy.deepcopy(obj), obj)
+            self.store.applied = {}
+
+    def take_fault(self, verb, resource):
+        with self.meta_lock:
+            for f in self.faults:
+                if f["count"] <= 0:
+                    continue
+                if f.get("verb") and f["verb"] != verb:
+                    continue
+                if f.get("resource") and f["resource"] != resource:
+                    continue
+                f["count"] -= 1
+                self.faults = [x for x in self.faults if x["count"] > 0]
+                return f
+        return None
+
+    def add_log(self, entry):
+        with self.meta_lock:
+            self.log_seq += 1
+            entry["seq"] = self.log_seq
+            self.log.append(entry)
+            if len(self.log) > LOG_MAX:
+                del self.log[:len(self.log) - LOG_MAX]
+
+    def get_log(self, since):
+        with self.meta_lock:
+            entries = [e for e in self.log if e["seq"] >= since]
+            nxt = self.log_seq + 1
+        return {"entries": entries, "next": nxt}
+
+    # ------------------------------------------------------------------ discovery
+    def discovery(self, segs):
+        """segs: the path split; returns a body or None when the path is not a discovery path."""
+        if segs == ["version"]:
+            return {"major": "1", "minor": "32", "gitVersion": "v1.32.6", "gitCommit": "0" * 40,
+                    "gitTreeState": "clean", "buildDate": "2025-01-01T00:00:00Z",
+                    "goVersion": "go1.23.5", "compiler": "gc", "platform": "linux/amd64"}
+        if segs == ["api"]:
+            return {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
+                {"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1:%d" % self.port}]}
+        if segs == ["api", "v1"]:
+            return self._resource_list("", "v1", legacy=True)
+        if segs == ["apis"]:
+            groups = []
+            for g, vs in self.store.groups().items():
+                groups.append(self._group(g, vs))
+            return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
+        if len(segs) == 2 and segs[0] == "apis":
+            vs = self.store.groups().get(segs[1])
+            if vs:
+                body = self._group(segs[1], vs)
+                return {"kind": "APIGroup", "apiVersion": "v1", **body}
+            return None
+        if len(segs) == 3 and segs[0] == "apis":
+            vs = self.store.groups().get(segs[1])
+            if vs and segs[2] in vs:
+                return self._resource_list(segs[1], segs[2])
+        return None
+
+    def _group(self, g, vs):
+        return {"name": g, "versions": [{"groupVersion": "%s/%s" % (g, v), "version": v} for v in vs],
+                "preferredVersion": {"groupVersion": "%s/%s" % (g, vs[0]), "version": vs[0]}}
+
+    def _resource_list(self, group, version, legacy=False):
+        resources = []
+        kinds = [k for k in self.store.kinds if k.group == group and version in k.versions]
+        kinds.sort(key=lambda k: k.plural)
+        for k in kinds:
+            if k.crd:
+                verbs = ["delete", "deletecollection", "get", "list", "patch", "create", "update", "watch"]
+            else:
+                verbs = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+            r = {"name": k.plural, "singularName": k.singular, "namespaced": k.namespaced, "kind": k.kind,
+                 "verbs": verbs}
+            if k.short:
+                r["shortNames"] = list(k.short)
+            if k.categories:
+                r["categories"] = list(k.categories)
+            r["storageVersionHash"] = k.storage_version_hash(version)
+            resources.append(r)
+            if k.status:
+                resources.append({"name": k.plural + "/status", "singularName": "", "namespaced": k.namespaced,
+                                  "kind": k.kind, "verbs": ["get", "patch", "update"]})
+        if legacy:
+            return {"kind": "APIResourceList", "groupVersion": "v1", "resources": resources}
+        return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "%s/%s" % (group, version),
+                "resources": resources}
+
+    # ------------------------------------------------------------------ routing
+    def route(self, req, segs):
+        """Fills req.kind/version/ns/name/sub from API path segments; raises 404 for unknown paths."""
+        if segs and segs[0] == "api":
+            if len(segs) < 3 or segs[1] != "v1":
+                raise err_not_found_generic()
+            group, version, rest = "", "v1", segs[2:]
+        elif segs and segs[0] == "apis":
+            if len(segs) < 4:
+                raise err_not_found_generic()
+            group, version, rest = segs[1], segs[2], segs[3:]
+        else:
+            raise err_not_found_generic()
+        if rest and rest[0] == "watch":
+            req.watch = True
+            rest = rest[1:]
+        by = self.store.by_gvr
+
+        def lookup(plural):
+            return by.get((group, version, plural))
+
+        ns = None
+        if len(rest) >= 3 and rest[0] == "namespaces" and lookup(rest[2]) is not None and lookup(rest[2]).namespaced:
+            ns, rest = rest[1], rest[2:]
+        if not rest:
+            raise err_not_found_generic()
+        kind = lookup(rest[0])
+        if kind is None:
+            raise err_not_found_generic()
+        if kind.namespaced and ns is None and len(rest) > 1:
+            raise err_not_found_generic()
+        if len(rest) > 3:
+            raise err_not_found_generic()
+        name = rest[1] if len(rest) > 1 else ""
+        sub = rest[2] if len(rest) > 2 else ""
+        if sub and (sub != "status" or not kind.status):
+            raise err_not_found_generic()
+        if len(rest) > 1 and not name:
+            raise err_not_found_generic()
+        req.kind, req.version, req.ns, req.name, req.sub = kind, version, ns, name, sub
+        req.resource = kind.plural
+
+
+# --------------------------------------------------------------------------------------------
+# HTTP layer
+# --------------------------------------------------------------------------------------------
+
+class Conn:
+    """A client connection; kill() closes it abruptly from any thread."""
+
+    def __init__(self, raw):
+        self.raw = raw
+        self.lock = threading.Lock()
+        self.dead = False
+
+    def kill(self):
+        with self.lock:
+            if self.dead:
+                return
+            self.dead = True
+            try:
+                self.raw.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+class ClientGone(Exception):
+    pass
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "kube-apiserver-double"
+    sys_version = ""
+
+    def __init__(self, request, client_address, server, conn=None):
+        self.conn = conn
+        super().__init__(request, client_address, server)
+
+    # quiet: errors of our own are reported explicitly
+    def log_message(self, fmt, *args):
+        pass
+
+    def send_response(self, code, message=None):
+        self.send_response_only(code, message)
+        self.send_header("Date", self.date_time_string())
+
+    def log_error(self, fmt, *args):
+        pass
+
+    @property
+    def api(self):
+        return self.server.api
+
+    # ---- plumbing ----
+    def _pretty(self, req):
+        p = req.q("pretty") if req else None
+        if p is not None:
+            return p.lower() in ("true", "1")
+        ua = self.headers.get("User-Agent", "") if self.headers else ""
+        return ua.startswith("curl") or ua.startswith("Wget")
+
+    def _send_json(self, code, body, headers=None, req=None):
+        if self._pretty(req):
+            data = (json.dumps(body, indent=2, ensure_ascii=False) + "\n").encode()
+        else:
+            data = (json.dumps(body, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
+        self.send_response(code)
+        self.send_header("Cache-Control", "no-cache, private")
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for k, v in (headers or {}).items():
+            for item in (v if isinstance(v, list) else [v]):
+                self.send_header(k, str(item))
+        if self.close_connection:
+            self.send_header("Connection", "close")
+        self._end_with(data)
+
+    def _end_with(self, data):
+        """end_headers() plus the body in one write: one TLS record, no Nagle stall."""
+        self._headers_buffer.append(b"\r\n")
+        self._headers_buffer.append(data)
+        self.flush_headers()
+
+    def _send_text(self, code, text):
+        data = text.encode()
+        self.send_response(code)
+        self.send_header("Cache-Control", "no-cache, private")
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self._end_with(data)
+
+    def handle_expect_100(self):
+        try:
+            n = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            n = 0
+        if n > MAX_BODY:
+            self.close_connection = True
+            e = api_error(413, "RequestEntityTooLarge", "Request entity too large: limit is %d" % MAX_BODY)
+            self._send_json(e.code, e.body)
+            return False
+        return super().handle_expect_100()
+
+    def _read_body(self):
+        """Returns the body bytes, or raises ApiError 413/400. An oversized body is still read (and
+        thrown away, up to DRAIN_MAX) so that the client gets the answer instead of a reset."""
+        too_big = False
+        te = (self.headers.get("Transfer-Encoding") or "").lower()
+        if "chunked" in te:
+            out = bytearray()
+            total = 0
+            while True:
+                line = self.rfile.readline(1024)
+                if not line:
+                    raise ClientGone()
+                try:
+                    size = int(line.split(b";")[0].strip(), 16)
+                except ValueError:
+                    self.close_connection = True
+                    raise err_bad_request("malformed chunked request body")
+                if size == 0:
+                    while True:
+                        trailer = self.rfile.readline(1024)
+                        if trailer in (b"\r\n", b"\n", b""):
+                            break
+                    break
+                total += size
+                if total > DRAIN_MAX:
+                    self.close_connection = True
+                    too_big = True
+                    break
+                chunk = self.rfile.read(size)
+                if len(chunk) < size:
+                    raise ClientGone()
+                if total > MAX_BODY:
+                    too_big = True
+                else:
+                    out += chunk
+                self.rfile.readline(16)
+            data = bytes(out)
+        else:
+            cl = self.headers.get("Content-Length")
+            if not cl:
+                return b""
+            try:
+                n = int(cl)
+            except ValueError:
+                self.close_connection = True
+                raise err_bad_request("invalid Content-Length")
+            if n > MAX_BODY:
+                too_big = True
+                if n > DRAIN_MAX:
+                    self.close_connection = True
+                else:
+                    left = n
+                    while left > 0:
+                        got = self.rfile.read(min(left, 65536))
+                        if not got:
+                            raise ClientGone()
+                        left -= len(got)
+                data = b""
+            else:
+                data = self.rfile.read(n) if n > 0 else b""
+                if len(data) < n:
+                    raise ClientGone()
+        if too_big:
+            raise api_error(413, "RequestEntityTooLarge", "Request entity too large: limit is %d" % MAX_BODY)
+        return data
+
+    # ---- entry points ----
+    def do_GET(self):
+        self._dispatch()
+
+    def do_POST(self):
+        self._dispatch()
+
+    def do_PUT(self):
+        self._dispatch()
+
+    def do_PATCH(self):
+        self._dispatch()
+
+    def do_DELETE(self):
+        self._dispatch()
+
+    def do_HEAD(self):
+        self.close_connection = True
+        self._dispatch()
+
+    def do_OPTIONS(self):
+        self._dispatch()
+
+    def _dispatch(self):
+        req = Request()
+        try:
+            self._dispatch_inner(req)
+        except ClientGone:
+            self.close_connection = True
+        except (BrokenPipeError, ConnectionResetError, ssl.SSLError, OSError):
+            self.close_connection = True
+        except Exception:  # noqa: BLE001 - never crash the server on one request
+            traceback.print_exc(file=sys.stderr)
+            self.close_connection = True
+            try:
+                e = err_internal("unexpected error in the API-server double")
+                self._send_json(e.code, e.body)
+            except Exception:  # noqa: BLE001
+                pass
+
+    def _dispatch_inner(self, req):
+        api = self.api
+        parsed = urllib.parse.urlsplit(self.path)
+        req.method = self.command
+        req.path = parsed.path
+        req.raw_query = parsed.query
+        req.query = urllib.parse.parse_qs(parsed.query, keep_blank_values=True)
+        req.content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+        req.user_agent = self.headers.get("User-Agent", "")
+        segs = [urllib.parse.unquote(s) for s in parsed.path.split("/") if s != ""]
+
+        body_exc = None
+        try:
+            req.body_bytes = self._read_body()
+        except ApiError as e:
+            body_exc = e
+        if req.body_bytes:
+            try:
+                req.body_json = json.loads(req.body_bytes.decode("utf-8"))
+                if json_depth(req.body_json) > MAX_DEPTH:
+                    req.body_json = None
+                    req.body_error = "couldn't get version/kind; json parse error: exceeded max depth"
+            except RecursionError:
+                req.body_error = "couldn't get version/kind; json parse error: exceeded max depth"
+            except (UnicodeDecodeError, ValueError) as e:
+                req.body_error = "couldn't get version/kind; json parse error: %s" % e
+
+        auth = self.headers.get("Authorization", "")
+        token = auth[7:].strip() if auth[:7].lower() == "bearer " else None
+
+        # ---- control API ----
+        if segs and segs[0] == "_double":
+            with api.meta_lock:
+                ok = token is not None and (token in api.tokens or token in api.startup_tokens)
+            if body_exc:
+                self._send_json(body_exc.code, body_exc.body)
+                return
+            if not ok:
+                e = err_unauthorized()
+                self._send_json(e.code, e.body)
+                return
+            try:
+                if req.body_error:
+                    raise err_bad_request(req.body_error)
+                if req.path.rstrip("/") == "/_double/log" and req.method == "GET":
+                    try:
+                        since = int(req.q("since", "0") or 0)
+                    except ValueError:
+                        raise err_bad_request("since must be an integer")
+                    self._send_json(200, api.get_log(since))
+                    return
+                out = api.control(req.method, req.path.rstrip("/"), req.body_json)
+                self._send_json(200, out)
+            except ApiError as e:
+                self._send_json(e.code, e.body, e.headers)
+            return
+
+        # ---- everything else is logged ----
+        entry = {"seq": 0, "method": req.method, "path": req.path, "query": req.raw_query, "verb": "",
+                 "resource": "", "subresource": "", "namespace": "", "name": "",
+                 "contentType": self.headers.get("Content-Type") or "", "code": 0,
+                 "body": req.body_json if not req.body_error else None}
+        try:
+            self._serve(req, segs, token, body_exc, entry)
+        except ApiError as e:
+            entry["code"] = e.code
+            api.add_log(entry)
+            self._send_json(e.code, e.body, e.headers, req)
+
+    def _serve(self, req, segs, token, body_exc, entry):
+        api = self.api
+        public = req.method == "GET" and segs in (["version"], ["healthz"], ["readyz"], ["livez"])
+        with api.meta_lock:
+            authed = token is not None and token in api.tokens
+        if token is not None and not authed:
+            raise err_unauthorized()
+        if not authed and not public:
+            raise err_unauthorized()
+        if body_exc:
+            raise body_exc
+
+        # classify for the log and for failNext
+        is_api = bool(segs) and segs[0] in ("api", "apis")
+        routed = None
+        if is_api:
+            try:
+                api.route(req, segs)
+                routed = True
+            except ApiError as e:
+                routed = e
+        if routed is True:
+            req.watch = req.watch or (req.method == "GET" and (req.q("watch") or "").lower() in ("1", "true"))
+            m = req.method
+            if m == "GET":
+                verb = "watch" if req.watch else ("get" if req.name else "list")
+            else:
+                verb = {"POST": "create", "PUT": "update", "PATCH": "patch",
+                        "DELETE": "delete" if req.name else "deletecollection"}.get(m, m.lower())
+            entry.update(verb=verb, resource=req.resource, subresource=req.sub, namespace=req.ns or "",
+                         name=req.name)
+        else:
+            entry["verb"] = "get" if req.method == "GET" else req.method.lower()
+
+        fault = api.take_fault(entry["verb"], entry["resource"])
+        if fault:
+            code = fault["code"]
+            headers = {}
+            if code == 429:
+                details = {}
+                if fault.get("retryAfter") is not None:
+                    headers["Retry-After"] = str(int(fault["retryAfter"]))
+                    details["retryAfterSeconds"] = int(fault["retryAfter"])
+                e = api_error(429, "TooManyRequests", "Too many requests, please try again later.", details,
+                              headers=headers)
+            elif code == 503:
+                if fault.get("retryAfter") is not None:
+                    headers["Retry-After"] = str(int(fault["retryAfter"]))
+                e = api_error(503, "ServiceUnavailable", "the server is currently unable to handle the request "
+                                                         "(injected fault)", {}, headers=headers)
+            elif code == 500:
+                e = err_internal("injected fault")
+            else:
+                e = api_error(code, "Unknown", "the server responded with the status code %d (injected fault)" %
+                              code, {})
+            raise e
+
+        if not is_api:
+            if req.method != "GET":
+                if segs and segs[0] in ("version", "healthz", "readyz", "livez"):
+                    raise err_method_not_allowed()
+                raise err_not_found_generic()
+            if segs in (["healthz"], ["readyz"], ["livez"]):
+                entry["code"] = 200
+                api.add_log(entry)
+                self._send_text(200, "ok")
+                return
+            body = api.discovery(segs)
+            if body is None:
+                raise err_not_found_generic()
+            entry["code"] = 200
+            api.add_log(entry)
+            self._send_json(200, body, None, req)
+            return
+        if isinstance(routed, ApiError):
+            disc = api.discovery(segs) if req.method == "GET" else None
+            if disc is not None:
+                entry["code"] = 200
+                api.add_log(entry)
+                self._send_json(200, disc, None, req)
+                return
+            if req.method != "GET" and api.discovery(segs) is not None:
+                raise err_method_not_allowed()
+            raise routed
+
+        if req.watch:
+            if req.method != "GET":
+                raise err_method_not_allowed()
+            self._serve_watch(req, entry)
+            return
+        code, body, headers = api.handle(req)
+        entry["code"] = code
+        api.add_log(entry)
+        self._send_json(code, body, headers, req)
+
+    # ---- watch ----
+    def _write_chunk(self, data):
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+
+    def _serve_watch(self, req, entry):
+        api = self.api
+        if api.block_watches:
+            raise api_error(503, "ServiceUnavailable", "the server is currently unable to handle the request "
+                                                       "(watches are blocked)", {})
+        timeout = None
+        if req.q("timeoutSeconds"):
+            try:
+                timeout = float(req.q("timeoutSeconds"))
+            except ValueError:
+                raise err_bad_request("timeoutSeconds: Invalid value: %s: must be an integer" %
+                                      go_quote(req.q("timeoutSeconds")))
+        w, expired = api.open_watch(req)
+        entry["code"] = 200
+        api.add_log(entry)
+        w.conn = self.conn
+        try:
+            self.send_response(200)
+            self.send_header("Cache-Control", "no-cache, private")
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            if expired:
+                ev = {"type": ERROR, "object": status_body(410, "Expired", "The resourceVersion for the provided "
+                                                                           "watch is too old.")}
+                self._write_chunk((json.dumps(ev, separators=(",", ":")) + "\n").encode())
+                self.wfile.write(b"0\r\n\r\n")
+                return
+            self._watch_loop(req, w, timeout)
+        finally:
+            api.close_watch(w)
+
+    def _watch_loop(self, req, w, timeout):
+        api = self.api
+        kind = req.kind
+        now = time.monotonic()
+        deadline = now + timeout if timeout is not None else None
+        interval = api.bookmark_interval if api.bookmark_interval > 0 else None
+        next_bm = now + interval if (w.bookmarks and interval) else None
+        pre_timeout_bm = None
+        next_probe = now + 0.25
+        if w.bookmarks and deadline is not None and timeout > 0:
+            pre_timeout_bm = deadline - min(2.0, 0.2 * timeout)
+        while True:
+            with w.cond:
+                while True:
+                    if w.queue or w.drop or w.overflow:
+                        break
+                    now = time.monotonic()
+                    wake = [t for t in (deadline, next_bm, pre_timeout_bm) if t is not None]
+                    if wake and now >= min(wake):
+                        break
+                    if now >= next_probe:
+                        next_probe = now + 0.25
+                        if self._client_gone():
+                            w.drop = True
+                            break
+                    w.cond.wait(max(0.0, min(min(wake) - now if wake else 1.0, next_probe - now)))
+                # a small batch at a time, so a slow client's backlog stays in the bounded queue
+                items = [w.queue.popleft() for _ in range(min(len(w.queue), 64))]
+                drop, overflow, mid = w.drop, w.overflow, w.drop_mid_event
+            if drop:
+                self._abort()
+                return
+            for i, (etype, obj) in enumerate(items):
+                line = (json.dumps({"type": etype, "object": render(kind, obj, req.version)},
+                                   separators=(",", ":"), ensure_ascii=False) + "\n").encode()
+                if mid or w.drop_mid_event:
+                    self._write_chunk(line[:max(1, len(line) // 2)])
+                    self.wfile.flush()
+                    self._abort()
+                    return
+                self._write_chunk(line)
+            if overflow:
+                with w.cond:
+                    more = bool(w.queue)
+                if not more:
+                    self.wfile.write(b"0\r\n\r\n")
+                    return
+                continue
+            now = time.monotonic()
+            due = (next_bm is not None and now >= next_bm) or (pre_timeout_bm is not None and now >= pre_timeout_bm)
+            if due:
+                rv = api.bookmark_rv(w)
+                if rv is not None:
+                    self._write_chunk((json.dumps({"type": BOOKMARK, "object": self._bookmark_obj(req, rv)},
+                                                  separators=(",", ":")) + "\n").encode())
+                    if next_bm is not None and now >= next_bm:
+                        next_bm = now + interval
+                    if pre_timeout_bm is not None and now >= pre_timeout_bm:
+                        pre_timeout_bm = None
+            if deadline is not None and time.monotonic() >= deadline:
+                with w.cond:
+                    pending = bool(w.queue)
+                if not pending:
+                    self.wfile.write(b"0\r\n\r\n")
+                    return
+
+    def _bookmark_obj(self, req, rv):
+        kind = req.kind
+        if kind.crd:
+            return {"kind": kind.kind, "apiVersion": kind.gv(req.version), "metadata": {"resourceVersion": str(rv)}}
+        obj = {"kind": kind.kind, "apiVersion": kind.gv(req.version),
+               "metadata": {"resourceVersion": str(rv), "creationTimestamp": None}}
+        obj.update(copy.deepcopy(kind.bookmark))
+        return obj
+
+    def _client_gone(self):
+        """A watching client never sends anything: readability means EOF, reset or close_notify."""
+        if self.conn is None:
+            return False
+        try:
+            readable, _, _ = select.select([self.conn.raw], [], [], 0)
+            if not readable:
+                return False
+            self.conn.raw.recv(1, socket.MSG_PEEK)
+            return True
+        except (OSError, ValueError):
+            return True
+
+    def _abort(self):
+        self.close_connection = True
+        if self.conn is not None:
+            self.conn.kill()
+
+
+class DoubleHTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 128
+
+    def __init__(self, addr, api, ssl_ctx, host):
+        self.api = api
+        self.ssl_ctx = ssl_ctx
+        self.host = host
+        super().__init__(addr, Handler)
+
+    def handle_error(self, request, client_address):
+        pass
+
+    def server_bind(self):
+        import socketserver
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = self.server_address[:2]
+
+    def finish_request(self, request, client_address):
+        try:
+            raw = request.dup()
+        except OSError:
+            return
+        conn = Conn(raw)
+        self.host.track(conn)
+        ssock = None
+        try:
+            request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            request.settimeout(10)
+            ssock = self.ssl_ctx.wrap_socket(request, server_side=True)
+            ssock.settimeout(None)
+            Handler(ssock, client_address, self, conn)
+        except (ssl.SSLError, OSError, ValueError):
+            pass
+        finally:
+            self.host.untrack(conn)
+            try:
+                if ssock is not None:
+                    ssock.close()
+            except OSError:
+                pass
+            try:
+                raw.close()
+            except OSError:
+                pass
+
+    def shutdown_request(self, request):
+        try:
+            request.close()
+        except OSError:
+            pass
+
+
+class ServerHost:
+    """Owns the listening server; can take it down and bring it back on the same port."""
+
+    def __init__(self, api, ssl_ctx, port):
+        self.api = api
+        self.ssl_ctx = ssl_ctx
+        self.port = port
+        self.lock = threading.Lock()
+        self.conns = set()
+        self.server = None
+        self.thread = None
+        self.restarting = threading.Lock()
+
+    def track(self, conn):
+        with self.lock:
+            self.conns.add(conn)
+
+    def untrack(self, conn):
+        with self.lock:
+            self.conns.discard(conn)
+
+    def start(self):
+        last = None
+        for _ in range(100):
+            try:
+                self.server = DoubleHTTPServer(("127.0.0.1", self.port), self.api, self.ssl_ctx, self)
+                break
+            except OSError as e:
+                last = e
+                if self.port == 0:
+                    raise
+                time.sleep(0.02)
+        else:
+            raise last
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},
+                                       daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        srv = self.server
+        if srv is not None:
+            srv.shutdown()
+            srv.server_close()
+        with self.lock:
+            conns = list(self.conns)
+        for c in conns:
+            c.kill()
+
+    def restart(self, down_s):
+        with self.restarting:
+            time.sleep(0.05)            # let the control response reach its client
+            self.stop()
+            time.sleep(max(0.0, down_s))
+            self.start()
+
+
+# --------------------------------------------------------------------------------------------
+# Certificates, kubeconfig, main
+# --------------------------------------------------------------------------------------------
+
+OPENSSL_CNF = """[req]
+distinguished_name = dn
+prompt = no
+[dn]
+CN = placeholder
+[v3_ca]
+basicConstraints = critical,CA:TRUE
+keyUsage = critical,keyCertSign,cRLSign,digitalSignature
+subjectKeyIdentifier = hash
+[v3_server]
+basicConstraints = critical,CA:FALSE
+keyUsage = critical,digitalSignature,keyEncipherment
+extendedKeyUsage = serverAuth
+subjectAltName = IP:127.0.0.1,DNS:localhost
+"""
+
+
+def make_certs(d):
+    """CA and server certificate for 127.0.0.1 (EC P-256) with the openssl command-line tool."""
+    cnf = os.path.join(d, "openssl.cnf")
+    with open(cnf, "w") as f:
+        f.write(OPENSSL_CNF)
+    ca_key, ca_crt = os.path.join(d, "ca.key"), os.path.join(d, "ca.crt")
+    key, csr, crt = os.path.join(d, "server.key"), os.path.join(d, "server.csr"), os.path.join(d, "server.crt")
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    p1 = subprocess.Popen(["openssl", "req", "-x509", *ec, "-keyout", ca_key, "-out", ca_crt, "-days", "3650",
+                           "-subj", "/CN=apiserver-double-ca", "-config", cnf, "-extensions", "v3_ca"],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    p2 = subprocess.Popen(["openssl", "req", "-new", *ec, "-keyout", key, "-out", csr,
+                           "-subj", "/CN=127.0.0.1", "-config", cnf],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    for p in (p1, p2):
+        _, err = p.communicate()
+        if p.returncode != 0:
+            raise RuntimeError("openssl failed: %s" % err.decode(errors="replace"))
+    serial = "0x%x" % random.getrandbits(63)
+    p3 = subprocess.run(["openssl", "x509", "-req", "-in", csr, "-CA", ca_crt, "-CAkey", ca_key, "-set_serial",
+                         serial, "-out", crt, "-days", "3650", "-extfile", cnf, "-extensions", "v3_server"],
+                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    if p3.returncode != 0:
+        raise RuntimeError("openssl failed: %s" % p3.stderr.decode(errors="replace"))
+    return ca_crt, crt, key
+
+
+def kubeconfig_text(server, ca_pem, token):
+    ca_b64 = base64.b64encode(ca_pem).decode()
+    return ("apiVersion: v1\n"
+            "kind: Config\n"
+            "clusters:\n"
+            "- name: double\n"
+            "  cluster:\n"
+            "    server: %s\n"
+            "    certificate-authority-data: %s\n"
+            "users:\n"
+            "- name: double\n"
+            "  user:\n"
+            "    token: %s\n"
+            "contexts:\n"
+            "- name: double\n"
+            "  context:\n"
+            "    cluster: double\n"
+            "    user: double\n"
+            "    namespace: default\n"
+            "current-context: double\n") % (server, ca_b64, token)
+
+
+def write_atomic(path, text):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="Kubernetes API-server double for tests")
+    ap.add_argument("--state-dir", required=True)
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--token", action="append", default=[])
+    ap.add_argument("--bookmark-interval", type=float, default=5.0)
+    ap.add_argument("--extra-crd", action="append", default=[],
+                    help="JSON: a CustomResourceDefinition or {group,version(s),plural,kind,singular,"
+                         "namespaced,status,schema}; or @FILE")
+    args = ap.parse_args(argv)
+    tokens = args.token or ["test-token"]
+    d = os.path.abspath(args.state_dir)
+    os.makedirs(d, exist_ok=True)
+    try:
+        os.unlink(os.path.join(d, "ready"))
+    except FileNotFoundError:
+        pass
+
+    api = Api(tokens, args.bookmark_interval)
+    for spec in args.extra_crd:
+        text = open(spec[1:]).read() if spec.startswith("@") else spec
+        api.store.add_kind(kind_from_crd(json.loads(text)))
+
+    ca_crt, crt, key = make_certs(d)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(crt, key)
+    ctx.set_alpn_protocols(["http/1.1"])
+
+    host = ServerHost(api, ctx, args.port)
+    host.start()
+    api.port = host.port
+    api.server = host
+
+    stop = threading.Event()
+
+    def on_signal(signum, frame):
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    faulthandler.register(signal.SIGUSR2, all_threads=True)   # thread dump for a hung test
+
+    with open(ca_crt, "rb") as f:
+        ca_pem = f.read()
+    server_url = "https://127.0.0.1:%d" % host.port
+    write_atomic(os.path.join(d, "kubeconfig"), kubeconfig_text(server_url, ca_pem, tokens[0]))
+    write_atomic(os.path.join(d, "port"), "%d\n" % host.port)
+    write_atomic(os.path.join(d, "ready"), "%d\n" % os.getpid())
+
+    while not stop.wait(0.05):
+        pass
+    try:
+        host.stop()
+    except Exception:  # noqa: BLE001
+        pass
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,356 @@
+#!/usr/bin/env python3
+"""Starts the API server the integration tests run against.
+
+    python3 tests/apiserver/launch.py --state-dir DIR [--token T] [--background]
+
+Without KUBEBUILDER_ASSETS it becomes the API-server double (apiserver.py, exec'd in place, so the
+process id is the server's). When KUBEBUILDER_ASSETS names a directory holding `etcd` and
+`kube-apiserver` (the controller-runtime envtest convention) it starts a real etcd and
+kube-apiserver on loopback, installs the CRDs the operator needs, and supervises both until it is
+sent SIGTERM or SIGINT.
+
+Either way DIR ends up with: ca.crt, kubeconfig, port, pid (one process id per line; killing
+the process group of the first one is enough), info.json ({"kind": "double"|"real"}) and,
+written last, ready.
+
+--background returns once DIR/ready exists (or fails after 60 s), leaving the server running in
+its own session; stop it with: kill -TERM -$(head -1 DIR/pid)
+"""
+
+import argparse
+import ctypes
+import json
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+READY_TIMEOUT = 60.0
+
+
+def write_atomic(path, text):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def log(msg):
+    sys.stderr.write("launch: %s\n" % msg)
+    sys.stderr.flush()
+
+
+def die_with_parent():
+    """preexec_fn: the child gets SIGTERM when its parent (this launcher) dies."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM, 0, 0, 0)   # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def real_assets():
+    assets = os.environ.get("KUBEBUILDER_ASSETS")
+    if not assets:
+        return None
+    etcd = os.path.join(assets, "etcd")
+    apiserver = os.path.join(assets, "kube-apiserver")
+    if os.access(etcd, os.X_OK) and os.access(apiserver, os.X_OK):
+        return etcd, apiserver
+    log("KUBEBUILDER_ASSETS=%s lacks etcd or kube-apiserver; using the double" % assets)
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# The double
+# --------------------------------------------------------------------------------------------
+
+def run_double(args):
+    write_atomic(os.path.join(args.state_dir, "info.json"), json.dumps({"kind": "double"}) + "\n")
+    write_atomic(os.path.join(args.state_dir, "pid"), "%d\n" % os.getpid())
+    argv = [sys.executable, os.path.join(HERE, "apiserver.py"), "--state-dir", args.state_dir,
+            "--token", args.token]
+    if args.bookmark_interval is not None:
+        argv += ["--bookmark-interval", str(args.bookmark_interval)]
+    for crd in args.extra_crd:
+        argv += ["--extra-crd", crd]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, argv)
+
+
+# --------------------------------------------------------------------------------------------
+# A real etcd + kube-apiserver
+# --------------------------------------------------------------------------------------------
+
+def crd(group, versions, plural, kind, singular, short=()):
+    schema = {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "%s.%s" % (plural, group)},
+        "spec": {
+            "group": group,
+            "scope": "Namespaced",
+            "names": {"plural": plural, "singular": singular, "kind": kind, "listKind": kind + "List",
+                      "shortNames": list(short)},
+            "versions": [{"name": v, "served": True, "storage": i == 0, "schema": schema,
+                          "subresources": {"status": {}}} for i, v in enumerate(versions)],
+        },
+    }
+
+
+CRDS = [
+    crd("kubeflow.org", ["v2beta1", "v1alpha2"], "mpijobs", "MPIJob", "mpijob", ["mpij"]),
+    crd("scheduling.volcano.sh", ["v1beta1"], "podgroups", "PodGroup", "podgroup", ["pg", "podgroup-v1beta1"]),
+    crd("scheduling.x-k8s.io", ["v1alpha1"], "podgroups", "PodGroup", "podgroup", ["pgs"]),
+]
+
+
+class Real:
+    def __init__(self, args, etcd_bin, apiserver_bin):
+        self.args = args
+        self.dir = args.state_dir
+        self.etcd_bin = etcd_bin
+        self.apiserver_bin = apiserver_bin
+        self.procs = []
+        self.stopping = False
+
+    def spawn(self, argv, logname):
+        out = open(os.path.join(self.dir, logname), "ab")
+        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                             preexec_fn=die_with_parent, close_fds=True)
+        out.close()
+        self.procs.append(p)
+        return p
+
+    def stop(self):
+        self.stopping = True
+        for p in reversed(self.procs):
+            if p.poll() is None:
+                try:
+                    p.terminate()
+                except OSError:
+                    pass
+        deadline = time.monotonic() + 10
+        for p in reversed(self.procs):
+            try:
+                p.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+    def https(self, method, path, body=None, timeout=5.0):
+        req = urllib.request.Request(self.url + path, method=method,
+                                     data=json.dumps(body).encode() if body is not None else None)
+        req.add_header("Authorization", "Bearer " + self.args.token)
+        req.add_header("Accept", "application/json")
+        if body is not None:
+            req.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(req, context=self.ctx, timeout=timeout) as resp:
+                return resp.status, resp.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read()
+
+    def wait_for(self, what, check, deadline):
+        last = None
+        while time.monotonic() < deadline:
+            for p in self.procs:
+                if p.poll() is not None:
+                    raise RuntimeError("%s exited with status %s while waiting for %s (logs in %s)" % (
+                        p.args[0], p.returncode, what, self.dir))
+            try:
+                if check():
+                    return
+            except (OSError, ValueError, urllib.error.URLError, ssl.SSLError) as e:
+                last = e
+            time.sleep(0.2)
+        raise RuntimeError("timed out waiting for %s (%s; logs in %s)" % (what, last, self.dir))
+
+    def start(self):
+        sys.path.insert(0, HERE)
+        from apiserver import kubeconfig_text, make_certs   # shared with the double
+        d = self.dir
+        deadline = time.monotonic() + READY_TIMEOUT
+        ca_crt, crt, key = make_certs(d)
+        self.ctx = ssl.create_default_context(cafile=ca_crt)
+        sa_key, sa_pub = os.path.join(d, "sa.key"), os.path.join(d, "sa.pub")
+        subprocess.run(["openssl", "genrsa", "-out", sa_key, "2048"], check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+        subprocess.run(["openssl", "rsa", "-in", sa_key, "-pubout", "-out", sa_pub], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        tokens = os.path.join(d, "tokens.csv")
+        with open(tokens, "w") as f:
+            f.write('%s,admin,admin-uid,"system:masters"\n' % self.args.token)
+
+        client_port, peer_port, port = free_port(), free_port(), free_port()
+        etcd_url = "http://127.0.0.1:%d" % client_port
+        peer_url = "http://127.0.0.1:%d" % peer_port
+        etcd = self.spawn([self.etcd_bin, "--name=default", "--data-dir=" + os.path.join(d, "etcd"),
+                           "--listen-client-urls=" + etcd_url, "--advertise-client-urls=" + etcd_url,
+                           "--listen-peer-urls=" + peer_url, "--initial-advertise-peer-urls=" + peer_url,
+                           "--initial-cluster=default=" + peer_url, "--unsafe-no-fsync=true"], "etcd.log")
+
+        def etcd_healthy():
+            with urllib.request.urlopen(etcd_url + "/health", timeout=2) as resp:
+                return json.loads(resp.read()).get("health") == "true"
+
+        self.wait_for("etcd", etcd_healthy, deadline)
+
+        self.url = "https://127.0.0.1:%d" % port
+        apiserver = self.spawn([
+            self.apiserver_bin,
+            "--etcd-servers=" + etcd_url,
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            "--secure-port=%d" % port,
+            "--cert-dir=" + os.path.join(d, "certs"),
+            "--tls-cert-file=" + crt,
+            "--tls-private-key-file=" + key,
+            "--token-auth-file=" + tokens,
+            "--authorization-mode=RBAC",
+            "--service-account-issuer=" + self.url,
+            "--service-account-key-file=" + sa_pub,
+            "--service-account-signing-key-file=" + sa_key,
+            "--service-cluster-ip-range=10.0.0.0/24",
+            "--allow-privileged=true",
+            "--disable-admission-plugins=ServiceAccount",
+        ], "kube-apiserver.log")
+
+        def readyz():
+            code, _ = self.https("GET", "/readyz")
+            return code == 200
+
+        self.wait_for("kube-apiserver /readyz", readyz, deadline)
+
+        for c in CRDS:
+            code, body = self.https("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", c)
+            if code not in (201, 409):
+                raise RuntimeError("creating CRD %s: HTTP %d: %s" % (c["metadata"]["name"], code,
+                                                                      body[:500].decode(errors="replace")))
+        for c in CRDS:
+            name = c["metadata"]["name"]
+            group = c["spec"]["group"]
+            plural = c["spec"]["names"]["plural"]
+
+            def established(name=name, group=group, plural=plural, versions=c["spec"]["versions"]):
+                code, body = self.https("GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/" + name)
+                if code != 200:
+                    return False
+                conds = json.loads(body).get("status", {}).get("conditions") or []
+                if not any(x.get("type") == "Established" and x.get("status") == "True" for x in conds):
+                    return False
+                for v in versions:
+                    code, body = self.https("GET", "/apis/%s/%s" % (group, v["name"]))
+                    if code != 200 or plural not in [r["name"] for r in json.loads(body).get("resources", [])]:
+                        return False
+                return True
+
+            self.wait_for("CRD %s" % name, established, deadline)
+
+        with open(ca_crt, "rb") as f:
+            ca_pem = f.read()
+        write_atomic(os.path.join(d, "kubeconfig"), kubeconfig_text(self.url, ca_pem, self.args.token))
+        write_atomic(os.path.join(d, "port"), "%d\n" % port)
+        write_atomic(os.path.join(d, "pid"), "%d\n%d\n%d\n" % (os.getpid(), etcd.pid, apiserver.pid))
+        write_atomic(os.path.join(d, "info.json"), json.dumps({"kind": "real"}) + "\n")
+        write_atomic(os.path.join(d, "ready"), "%d\n" % os.getpid())
+
+    def supervise(self):
+        while not self.stopping:
+            for p in self.procs:
+                if p.poll() is not None and not self.stopping:
+                    log("%s exited with status %s; stopping (logs in %s)" % (p.args[0], p.returncode, self.dir))
+                    self.stop()
+                    return 1
+            time.sleep(0.2)
+        return 0
+
+
+def run_real(args, etcd_bin, apiserver_bin):
+    write_atomic(os.path.join(args.state_dir, "pid"), "%d\n" % os.getpid())
+    real = Real(args, etcd_bin, apiserver_bin)
+
+    def on_signal(signum, frame):
+        real.stop()
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        real.start()
+    except (RuntimeError, OSError, subprocess.CalledProcessError) as e:
+        log(str(e))
+        real.stop()
+        return 1
+    return real.supervise()
+
+
+# --------------------------------------------------------------------------------------------
+
+def main():
+    ap = argparse.ArgumentParser(description="start the API server for integration tests")
+    ap.add_argument("--state-dir", required=True)
+    ap.add_argument("--token", default="test-token")
+    ap.add_argument("--background", action="store_true",
+                    help="return once the server is ready, leaving it running in its own session")
+    ap.add_argument("--bookmark-interval", type=float, default=None, help="(the double only)")
+    ap.add_argument("--extra-crd", action="append", default=[], help="(the double only) see apiserver.py")
+    args = ap.parse_args()
+    args.state_dir = os.path.abspath(args.state_dir)
+    os.makedirs(args.state_dir, exist_ok=True)
+    for f in ("ready", "info.json", "pid"):
+        try:
+            os.unlink(os.path.join(args.state_dir, f))
+        except FileNotFoundError:
+            pass
+
+    if args.background:
+        child = os.fork()
+        if child:
+            ready = os.path.join(args.state_dir, "ready")
+            deadline = time.monotonic() + READY_TIMEOUT
+            while time.monotonic() < deadline:
+                if os.path.exists(ready):
+                    print(args.state_dir)
+                    return 0
+                pid, status = os.waitpid(child, os.WNOHANG)
+                if pid:
+                    log("the server exited before it was ready (status %d)" % status)
+                    return 1
+                time.sleep(0.02)
+            log("the server was not ready after %d s" % READY_TIMEOUT)
+            try:
+                os.killpg(child, signal.SIGTERM)
+            except OSError:
+                pass
+            return 1
+        os.setsid()
+        fd = os.open(os.devnull, os.O_RDWR)
+        os.dup2(fd, 0)
+        os.dup2(fd, 1)
+        os.close(fd)
+
+    assets = real_assets()
+    if assets is None:
+        run_double(args)
+        return 1  # not reached
+    return run_real(args, *assets)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

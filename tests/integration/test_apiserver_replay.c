@@ -1,0 +1,171 @@
+/* The API-server double itself: it replays the recorded kube-apiserver exchanges faithfully, and
+ * the test support around it (start/stop, control API, request log) works. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "support/apiserver.h"
+
+static const char *root_dir(void)
+{
+    const char *root = getenv("MPIJOB_SRC_DIR");
+    return root && root[0] ? root : ".";
+}
+
+static const char *str_item(const cJSON *obj, const char *key)
+{
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+    return cJSON_IsString(it) ? it->valuestring : NULL;
+}
+
+static int int_item(const cJSON *obj, const char *key)
+{
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+    return cJSON_IsNumber(it) ? it->valueint : -1;
+}
+
+Test(apiserver, replays_recordings, .timeout = 120)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd), "cd '%s' && python3 tests/apiserver/replay_test.py 2>&1", root_dir());
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p, "popen: %s", strerror(errno));
+    size_t cap = 1 << 16, len = 0;
+    char *out = malloc(cap);
+    cr_assert_not_null(out);
+    size_t n;
+    while ((n = fread(out + len, 1, cap - len - 1, p)) > 0) {
+        len += n;
+        if (cap - len - 1 == 0) {
+            char *bigger = realloc(out, cap * 2);
+            cr_assert_not_null(bigger);
+            out = bigger;
+            cap *= 2;
+        }
+    }
+    out[len] = 0;
+    int status = pclose(p);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "replay_test.py failed (status %d):\n%s", status,
+              out);
+    free(out);
+}
+
+Test(apiserver, starts_and_stops_cleanly, .timeout = 60)
+{
+    struct test_apiserver s;
+    cr_assert_eq(test_apiserver_start(&s), 0);
+    cr_assert_gt(s.port, 0);
+    cr_assert_gt(s.pid, 0);
+    cr_assert_eq(strncmp(s.url, "https://127.0.0.1:", 18), 0, "%s", s.url);
+    struct stat st;
+    cr_assert_eq(stat(s.kubeconfig, &st), 0, "kubeconfig %s missing", s.kubeconfig);
+
+    cJSON *out = NULL;
+    cr_assert_eq(test_apiserver_request(&s, "GET", "/version", NULL, NULL, &out), 200);
+    cr_assert_str_eq(str_item(out, "major"), "1");
+    cJSON_Delete(out);
+    cr_assert_eq(test_apiserver_request(&s, "GET", "/api/v1/namespaces/default/pods/nope", NULL, NULL, &out), 404);
+    cr_assert_str_eq(str_item(out, "reason"), "NotFound");
+    cJSON_Delete(out);
+
+    char dir[256];
+    snprintf(dir, sizeof(dir), "%s", s.dir);
+    int pid = s.pid;
+    test_apiserver_stop(&s);
+    cr_assert_neq(stat(dir, &st), 0, "state directory %s must be removed", dir);
+    cr_assert_eq(kill(pid, 0), -1, "server process %d must be gone", pid);
+    cr_assert_eq(kill(-pid, 0), -1, "no process of group %d may survive", pid);
+    test_apiserver_stop(&s); /* twice is harmless */
+}
+
+Test(apiserver, fail_next_fails_exactly_one_request, .timeout = 60)
+{
+    struct test_apiserver s;
+    cr_assert_eq(test_apiserver_start(&s), 0);
+    if (!s.is_double) {
+        test_apiserver_stop(&s);
+        cr_skip_test("fault injection needs the API-server double");
+    }
+    cr_assert_eq(test_apiserver_fault(&s, "{\"failNext\":{\"count\":1,\"code\":500}}"), 0);
+    cJSON *out = NULL;
+    cr_assert_eq(test_apiserver_request(&s, "GET", "/api/v1/namespaces/default/configmaps", NULL, NULL, &out), 500);
+    cr_assert_str_eq(str_item(out, "kind"), "Status");
+    cr_assert_str_eq(str_item(out, "reason"), "InternalError");
+    cr_assert_eq(int_item(out, "code"), 500);
+    cJSON_Delete(out);
+    cr_assert_eq(test_apiserver_request(&s, "GET", "/api/v1/namespaces/default/configmaps", NULL, NULL, &out), 200);
+    cr_assert_str_eq(str_item(out, "kind"), "ConfigMapList");
+    cJSON_Delete(out);
+    cr_assert_eq(test_apiserver_fault(&s, "{\"noSuchFault\":true}"), -1);
+    test_apiserver_stop(&s);
+}
+
+Test(apiserver, log_shows_a_create, .timeout = 60)
+{
+    struct test_apiserver s;
+    cr_assert_eq(test_apiserver_start(&s), 0);
+    if (!s.is_double) {
+        test_apiserver_stop(&s);
+        cr_skip_test("the request log needs the API-server double");
+    }
+    cJSON *out = NULL;
+    cr_assert_eq(test_apiserver_request(&s, "POST", "/api/v1/namespaces/default/configmaps", NULL,
+                                        "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":"
+                                        "\"logged\"},\"data\":{\"a\":\"b\"}}",
+                                        &out),
+                 201);
+    cr_assert_str_eq(str_item(cJSON_GetObjectItem(out, "metadata"), "name"), "logged");
+    cJSON_Delete(out);
+
+    cJSON *log = test_apiserver_log(&s, 0);
+    cr_assert_not_null(log);
+    int found = 0, last_seq = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, log) {
+        last_seq = int_item(e, "seq");
+        const char *verb = str_item(e, "verb");
+        if (!verb || strcmp(verb, "create") != 0)
+            continue;
+        cr_assert_str_eq(str_item(e, "method"), "POST");
+        cr_assert_str_eq(str_item(e, "path"), "/api/v1/namespaces/default/configmaps");
+        cr_assert_str_eq(str_item(e, "resource"), "configmaps");
+        cr_assert_str_eq(str_item(e, "namespace"), "default");
+        cr_assert_eq(int_item(e, "code"), 201);
+        cr_assert_str_eq(str_item(cJSON_GetObjectItem(cJSON_GetObjectItem(e, "body"), "metadata"), "name"), "logged");
+        found++;
+    }
+    cJSON_Delete(log);
+    cr_assert_eq(found, 1, "exactly one create in the log");
+
+    /* entries since a sequence number: only what came after */
+    cr_assert_eq(test_apiserver_request(&s, "GET", "/api/v1/namespaces/default/configmaps/logged", NULL, NULL, NULL),
+                 200);
+    log = test_apiserver_log(&s, last_seq + 1);
+    cr_assert_eq(cJSON_GetArraySize(log), 1);
+    cr_assert_str_eq(str_item(cJSON_GetArrayItem(log, 0), "verb"), "get");
+    cJSON_Delete(log);
+
+    /* control requests are not logged, and a wrong token is refused with a Status */
+    cJSON *state = NULL;
+    cr_assert_eq(test_apiserver_control(&s, "GET", "/_double/state", NULL, &state), 200);
+    cr_assert_not_null(str_item(state, "resourceVersion"));
+    cJSON_Delete(state);
+    char saved[64];
+    snprintf(saved, sizeof(saved), "%s", s.token);
+    snprintf(s.token, sizeof(s.token), "wrong");
+    cr_assert_eq(test_apiserver_request(&s, "GET", "/api/v1/namespaces/default/configmaps", NULL, NULL, &out), 401);
+    cr_assert_str_eq(str_item(out, "reason"), "Unauthorized");
+    cJSON_Delete(out);
+    snprintf(s.token, sizeof(s.token), "%s", saved);
+    log = test_apiserver_log(&s, last_seq + 2);
+    cr_assert_eq(cJSON_GetArraySize(log), 1, "the 401 is logged, the control request is not");
+    cr_assert_eq(int_item(cJSON_GetArrayItem(log, 0), "code"), 401);
+    cJSON_Delete(log);
+    test_apiserver_stop(&s);
+}

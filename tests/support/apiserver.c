@@ -1,0 +1,380 @@
+/* Test support: the API server for integration tests (see apiserver.h). */
+#include "support/apiserver.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+
+#define START_TIMEOUT_MS 60000
+#define STOP_GRACE_MS 5000
+#define MAX_ANSWER (64u * 1024u * 1024u)
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+
+static void curl_init_once(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
+
+static long long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
+    }
+}
+
+/* Reads a small file whole; NULL when missing. Caller frees. */
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return NULL;
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    if (!buf) {
+        fclose(f);
+        return NULL;
+    }
+    size_t n;
+    while ((n = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+        len += n;
+        if (cap - len - 1 == 0) {
+            if (cap >= (1u << 20))
+                break;
+            char *bigger = realloc(buf, cap * 2);
+            if (!bigger)
+                break;
+            buf = bigger;
+            cap *= 2;
+        }
+    }
+    buf[len] = 0;
+    fclose(f);
+    return buf;
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    remove(path);
+    return 0;
+}
+
+static void remove_tree(const char *dir)
+{
+    if (dir[0])
+        nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static const char *repo_root(void)
+{
+    const char *root = getenv("MPIJOB_SRC_DIR");
+    return root && root[0] ? root : ".";
+}
+
+/* In the child, before exec: close everything but stdio, so the server holds none of the test
+ * runner's pipes. */
+static void close_inherited_fds(void)
+{
+#ifdef SYS_close_range
+    if (syscall(SYS_close_range, 3U, ~0U, 0U) == 0)
+        return;
+#endif
+    long max = sysconf(_SC_OPEN_MAX);
+    if (max < 0 || max > 65536)
+        max = 65536;
+    for (int fd = 3; fd < max; fd++)
+        close(fd);
+}
+
+static void kill_group(int pid, int sig)
+{
+    if (pid <= 0)
+        return;
+    if (kill(-pid, sig) < 0)
+        kill(pid, sig);
+}
+
+/* Waits for the launcher to exit; SIGKILLs its group after grace_ms. */
+static void reap(int pid, long grace_ms)
+{
+    long long end = now_ms() + grace_ms;
+    for (;;) {
+        int status;
+        pid_t r = waitpid(pid, &status, WNOHANG);
+        if (r == pid || (r < 0 && errno != EINTR))
+            return;
+        if (now_ms() > end) {
+            kill_group(pid, SIGKILL);
+            while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+            }
+            return;
+        }
+        sleep_ms(10);
+    }
+}
+
+/* The process ids listed in <dir>/pid (at most max). */
+static int read_pids(const struct test_apiserver *s, int *pids, int max)
+{
+    char path[300];
+    snprintf(path, sizeof(path), "%s/pid", s->dir);
+    char *text = slurp(path);
+    int n = 0;
+    char *save = NULL;
+    for (char *tok = text ? strtok_r(text, " \n", &save) : NULL; tok && n < max; tok = strtok_r(NULL, " \n", &save)) {
+        int p = atoi(tok);
+        if (p > 0)
+            pids[n++] = p;
+    }
+    free(text);
+    return n;
+}
+
+int test_apiserver_start(struct test_apiserver *s)
+{
+    memset(s, 0, sizeof(*s));
+    pthread_once(&curl_once, curl_init_once);
+    char script[512];
+    snprintf(script, sizeof(script), "%s/tests/apiserver/launch.py", repo_root());
+    if (access(script, R_OK) != 0) {
+        fprintf(stderr, "test_apiserver: %s not found (run from the repository root or set MPIJOB_SRC_DIR)\n",
+                script);
+        return -1;
+    }
+    snprintf(s->dir, sizeof(s->dir), "/tmp/apiserver-XXXXXX");
+    if (!mkdtemp(s->dir)) {
+        fprintf(stderr, "test_apiserver: mkdtemp: %s\n", strerror(errno));
+        s->dir[0] = 0;
+        return -1;
+    }
+    snprintf(s->token, sizeof(s->token), "test-token");
+    snprintf(s->kubeconfig, sizeof(s->kubeconfig), "%s/kubeconfig", s->dir);
+
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "test_apiserver: fork: %s\n", strerror(errno));
+        remove_tree(s->dir);
+        s->dir[0] = 0;
+        return -1;
+    }
+    if (pid == 0) {
+        setsid();
+        /* the server goes away with the test process, even when that one is killed */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != parent)
+            _exit(1);
+        int devnull = open("/dev/null", O_RDWR);
+        if (devnull >= 0) {
+            dup2(devnull, 0);
+            dup2(devnull, 1);
+            if (devnull > 2)
+                close(devnull);
+        }
+        close_inherited_fds();
+        execlp("python3", "python3", script, "--state-dir", s->dir, "--token", s->token, (char *)NULL);
+        fprintf(stderr, "test_apiserver: exec python3: %s\n", strerror(errno));
+        _exit(127);
+    }
+    s->pid = (int)pid;
+
+    char ready[300];
+    snprintf(ready, sizeof(ready), "%s/ready", s->dir);
+    long long end = now_ms() + START_TIMEOUT_MS;
+    for (;;) {
+        if (access(ready, F_OK) == 0)
+            break;
+        int status;
+        if (waitpid(pid, &status, WNOHANG) == pid) {
+            fprintf(stderr, "test_apiserver: launcher exited (status %d) before the server was ready\n", status);
+            s->pid = 0;
+            kill(-pid, SIGKILL);
+            test_apiserver_stop(s);
+            return -1;
+        }
+        if (now_ms() > end) {
+            fprintf(stderr, "test_apiserver: server not ready after %d s (state in %s)\n", START_TIMEOUT_MS / 1000,
+                    s->dir);
+            test_apiserver_stop(s);
+            return -1;
+        }
+        sleep_ms(10);
+    }
+
+    char path[300];
+    snprintf(path, sizeof(path), "%s/port", s->dir);
+    char *text = slurp(path);
+    s->port = text ? atoi(text) : 0;
+    free(text);
+    if (s->port <= 0) {
+        fprintf(stderr, "test_apiserver: no port in %s\n", path);
+        test_apiserver_stop(s);
+        return -1;
+    }
+    snprintf(s->url, sizeof(s->url), "https://127.0.0.1:%d", s->port);
+    snprintf(path, sizeof(path), "%s/info.json", s->dir);
+    text = slurp(path);
+    s->is_double = !(text && strstr(text, "\"real\""));
+    free(text);
+    return 0;
+}
+
+void test_apiserver_stop(struct test_apiserver *s)
+{
+    if (s->pid > 0) {
+        int pids[8];
+        int n = read_pids(s, pids, 8);
+        kill_group(s->pid, SIGTERM);
+        /* the launcher stops what it started; anything named in the pid file outside its group too */
+        for (int i = 0; i < n; i++)
+            if (pids[i] != s->pid && getpgid(pids[i]) != s->pid)
+                kill(pids[i], SIGTERM);
+        reap(s->pid, STOP_GRACE_MS);
+        s->pid = 0;
+    }
+    remove_tree(s->dir);
+    s->dir[0] = 0;
+    s->port = 0;
+}
+
+/* ---- HTTP ---------------------------------------------------------------------------------- */
+
+struct answer {
+    char *data;
+    size_t len;
+    int overflow;
+};
+
+static size_t on_data(char *ptr, size_t size, size_t nmemb, void *userdata)
+{
+    struct answer *a = userdata;
+    size_t n = size * nmemb;
+    if (a->len + n > MAX_ANSWER) {
+        a->overflow = 1;
+        return 0;
+    }
+    char *bigger = realloc(a->data, a->len + n + 1);
+    if (!bigger)
+        return 0;
+    a->data = bigger;
+    memcpy(a->data + a->len, ptr, n);
+    a->len += n;
+    a->data[a->len] = 0;
+    return n;
+}
+
+static int http(struct test_apiserver *s, const char *method, const char *path, const char *content_type,
+                const char *body, cJSON **out)
+{
+    if (out)
+        *out = NULL;
+    if (!s->port)
+        return -1;
+    pthread_once(&curl_once, curl_init_once);
+    CURL *curl = curl_easy_init();
+    if (!curl)
+        return -1;
+    char url[1024], auth[128], ca[300], ctype[160];
+    snprintf(url, sizeof(url), "%s%s", s->url, path);
+    snprintf(auth, sizeof(auth), "Authorization: Bearer %s", s->token);
+    snprintf(ca, sizeof(ca), "%s/ca.crt", s->dir);
+    struct curl_slist *headers = NULL;
+    headers = curl_slist_append(headers, auth);
+    headers = curl_slist_append(headers, "Accept: application/json");
+    headers = curl_slist_append(headers, "Expect:");
+    if (body) {
+        snprintf(ctype, sizeof(ctype), "Content-Type: %s", content_type ? content_type : "application/json");
+        headers = curl_slist_append(headers, ctype);
+    }
+    struct answer a = {0};
+    curl_easy_setopt(curl, CURLOPT_URL, url);
+    curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(curl, CURLOPT_CAINFO, ca);
+    curl_easy_setopt(curl, CURLOPT_USERAGENT, "mpijob-tests/apiserver-support");
+    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT, 60L);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &a);
+    if (body) {
+        curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+    }
+    CURLcode rc = curl_easy_perform(curl);
+    long code = -1;
+    if (rc == CURLE_OK)
+        curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &code);
+    else
+        fprintf(stderr, "test_apiserver: %s %s: %s\n", method, path, curl_easy_strerror(rc));
+    if (rc == CURLE_OK && out && a.data)
+        *out = cJSON_Parse(a.data);
+    free(a.data);
+    curl_slist_free_all(headers);
+    curl_easy_cleanup(curl);
+    return rc == CURLE_OK ? (int)code : -1;
+}
+
+int test_apiserver_control(struct test_apiserver *s, const char *method, const char *path, const char *body,
+                           cJSON **out)
+{
+    return http(s, method, path, "application/json", body, out);
+}
+
+int test_apiserver_fault(struct test_apiserver *s, const char *fault_json)
+{
+    cJSON *out = NULL;
+    int code = test_apiserver_control(s, "POST", "/_double/fault", fault_json, &out);
+    if (code != 200) {
+        char *text = out ? cJSON_PrintUnformatted(out) : NULL;
+        fprintf(stderr, "test_apiserver: fault %s refused (HTTP %d): %s\n", fault_json, code, text ? text : "");
+        free(text);
+    }
+    cJSON_Delete(out);
+    return code == 200 ? 0 : -1;
+}
+
+cJSON *test_apiserver_log(struct test_apiserver *s, int since)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/_double/log?since=%d", since);
+    cJSON *out = NULL;
+    int code = test_apiserver_control(s, "GET", path, NULL, &out);
+    if (code != 200 || !out) {
+        cJSON_Delete(out);
+        return NULL;
+    }
+    cJSON *entries = cJSON_DetachItemFromObject(out, "entries");
+    cJSON_Delete(out);
+    if (entries && !cJSON_IsArray(entries)) {
+        cJSON_Delete(entries);
+        return NULL;
+    }
+    return entries;
+}
+
+int test_apiserver_request(struct test_apiserver *s, const char *method, const char *path, const char *content_type,
+                           const char *body, cJSON **out)
+{
+    return http(s, method, path, content_type, body, out);
+}

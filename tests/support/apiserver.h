@@ -1,0 +1,54 @@
+/* Test support: starts and drives the API server the integration tests run against.
+ *
+ * test_apiserver_start() runs tests/apiserver/launch.py in its own session with a fresh state
+ * directory under /tmp. That is the API-server double, or a real etcd + kube-apiserver when
+ * KUBEBUILDER_ASSETS names a directory holding both binaries (then is_double is false and the
+ * control API under /_double/ does not exist: tests that inject faults should skip).
+ *
+ * The repository root is $MPIJOB_SRC_DIR when set, else the current directory.
+ * Talks HTTPS through libcurl directly (never the project's own client, which is under test).
+ */
+#ifndef TESTS_SUPPORT_APISERVER_H
+#define TESTS_SUPPORT_APISERVER_H
+
+#include <stdbool.h>
+
+#include <cjson/cJSON.h>
+
+struct test_apiserver {
+    char dir[256];        /* state directory: ca.crt, kubeconfig, port, pid, info.json, ready */
+    char kubeconfig[300]; /* <dir>/kubeconfig: server URL, CA data, token, namespace default */
+    char url[64];         /* https://127.0.0.1:<port> */
+    char token[64];       /* bearer token accepted by the server */
+    int port;
+    int pid;              /* the launcher; its process group holds every server process */
+    bool is_double;
+};
+
+/* Starts a server with a fresh temporary state directory and waits up to 60 s for it to be
+ * ready. Returns 0, or -1 with a message on stderr (nothing is left running then). */
+int test_apiserver_start(struct test_apiserver *s);
+
+/* Stops every server process (SIGTERM, then SIGKILL after 5 s) and removes the state directory.
+ * Safe to call twice or after a failed start. */
+void test_apiserver_stop(struct test_apiserver *s);
+
+/* A request to the control API (path "/_double/..."). body may be NULL (then nothing is sent;
+ * use "GET"). *out, when out is not NULL, receives the parsed JSON answer (caller frees) or NULL.
+ * Returns the HTTP status, or -1 when no answer came. */
+int test_apiserver_control(struct test_apiserver *s, const char *method, const char *path, const char *body,
+                           cJSON **out);
+
+/* POST /_double/fault with the given JSON text: 0 when accepted, -1 otherwise. */
+int test_apiserver_fault(struct test_apiserver *s, const char *fault_json);
+
+/* The request log entries with seq >= since (a cJSON array the caller frees), or NULL. Each entry:
+ * seq, method, path, query, verb, resource, subresource, namespace, name, contentType, code, body. */
+cJSON *test_apiserver_log(struct test_apiserver *s, int since);
+
+/* A raw authenticated API request (test setup, admin view). content_type defaults to
+ * application/json when a body is given. Returns the HTTP status or -1; *out as above. */
+int test_apiserver_request(struct test_apiserver *s, const char *method, const char *path, const char *content_type,
+                           const char *body, cJSON **out);
+
+#endif
