@@ -1,0 +1,997 @@
+/* MPIJob parsing, defaulting and validation (SPEC.md sections 1 and 4): defaults, every field,
+ * the legacy v1alpha2 form, one exact problem line per rule, ordering, and a generator of
+ * hostile bodies that must all be refused cleanly. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mpijob/mpijob.h"
+#include "util/json.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/lsan_interface.h>
+/* Criterion ends a test's process without LeakSanitizer's exit report, so tests about leaks
+ * ask for the check themselves: nonzero when allocated memory is no longer reachable. */
+static int leak_check(void) { return __lsan_do_recoverable_leak_check(); }
+#else
+static int leak_check(void) { return 0; }
+#endif
+
+/* A valid v2beta1 job that sets every field, none to its default. */
+static const char *full_job =
+    "{\"apiVersion\":\"kubeflow.org/v2beta1\",\"kind\":\"MPIJob\","
+    "\"metadata\":{\"name\":\"pi\",\"namespace\":\"research\",\"uid\":\"0b1c-77\","
+    "\"generation\":3},"
+    "\"spec\":{\"slotsPerWorker\":2,\"runLauncherAsWorker\":true,\"mpiImplementation\":\"Intel\","
+    "\"sshAuthMountPath\":\"/home/mpiuser/.ssh\","
+    "\"launcherCreationPolicy\":\"WaitForWorkersReady\","
+    "\"runPolicy\":{\"cleanPodPolicy\":\"All\",\"backoffLimit\":3,\"activeDeadlineSeconds\":3600,"
+    "\"ttlSecondsAfterFinished\":600,\"suspend\":true,\"managedBy\":\"kueue.x-k8s.io/multikueue\","
+    "\"schedulingPolicy\":{\"minAvailable\":3,\"queue\":\"gpu-queue\",\"minResources\":"
+    "{\"cpu\":\"4\",\"memory\":\"8Gi\",\"nvidia.com/gpu\":2},\"priorityClass\":\"high\","
+    "\"scheduleTimeoutSeconds\":120}},"
+    "\"mpiReplicaSpecs\":{"
+    "\"Launcher\":{\"replicas\":1,\"restartPolicy\":\"Never\",\"template\":{\"metadata\":"
+    "{\"labels\":{\"app\":\"pi\"}},\"spec\":{\"containers\":[{\"name\":\"launcher\",\"image\":"
+    "\"mpioperator/mpi-pi:openmpi\",\"command\":[\"mpirun\"],\"args\":[\"-n\",\"4\",\"/pi\"],"
+    "\"env\":[{\"name\":\"A\",\"value\":\"1\"}],\"resources\":{\"limits\":{\"cpu\":\"1\"}},"
+    "\"securityContext\":{\"runAsUser\":1000}}]}}},"
+    "\"Worker\":{\"replicas\":2,\"restartPolicy\":\"OnFailure\",\"template\":{\"spec\":"
+    "{\"containers\":[{\"name\":\"worker\",\"image\":\"mpioperator/mpi-pi:openmpi\","
+    "\"volumeMounts\":[]}],\"volumes\":[]}}}},"
+    "\"networking\":{\"transport\":\"RDMA\",\"interface\":\"eth1\",\"rdma\":{\"devicePath\":"
+    "\"/dev/ib\",\"resourceName\":\"rdma/hca\",\"hca\":\"^mlx5_0:1,=mlx5_1\",\"gidIndex\":3,"
+    "\"gpuDirect\":true,\"trafficClass\":106}}}}";
+
+static const char *minimal_job =
+    "{\"apiVersion\":\"kubeflow.org/v2beta1\",\"kind\":\"MPIJob\","
+    "\"metadata\":{\"name\":\"pi\",\"namespace\":\"default\"},"
+    "\"spec\":{\"mpiReplicaSpecs\":{\"Launcher\":{\"template\":{\"spec\":{\"containers\":"
+    "[{\"name\":\"launcher\",\"image\":\"pi\"}]}}}}}}";
+
+/* The legacy form as users wrote it for v1alpha2 with GPUs over InfiniBand. */
+static const char *legacy_job =
+    "{\"apiVersion\":\"kubeflow.org/v1alpha2\",\"kind\":\"MPIJob\","
+    "\"metadata\":{\"name\":\"tensorflow-benchmarks\",\"namespace\":\"default\"},"
+    "\"spec\":{\"slotsPerWorker\":1,\"cleanPodPolicy\":\"None\",\"mpiReplicaSpecs\":{"
+    "\"Launcher\":{\"replicas\":1,\"template\":{\"spec\":{\"containers\":[{\"name\":"
+    "\"tensorflow-benchmarks\",\"image\":\"mpioperator/tensorflow-benchmarks:latest\","
+    "\"command\":[\"mpirun\",\"--allow-run-as-root\",\"-np\",\"2\",\"-bind-to\",\"none\","
+    "\"-map-by\",\"slot\",\"-x\",\"NCCL_DEBUG=INFO\",\"-x\",\"NCCL_IB_DISABLE=0\",\"-x\","
+    "\"LD_LIBRARY_PATH\",\"-x\",\"PATH\",\"-mca\",\"pml\",\"ob1\",\"-mca\",\"btl\",\"^openib\","
+    "\"python\",\"scripts/tf_cnn_benchmarks/tf_cnn_benchmarks.py\",\"--model=resnet101\","
+    "\"--batch_size=64\",\"--variable_update=horovod\"]}]}}},"
+    "\"Worker\":{\"replicas\":2,\"template\":{\"spec\":{\"containers\":[{\"name\":"
+    "\"tensorflow-benchmarks\",\"image\":\"mpioperator/tensorflow-benchmarks:latest\","
+    "\"resources\":{\"limits\":{\"nvidia.com/gpu\":1}},\"securityContext\":{\"privileged\":true},"
+    "\"volumeMounts\":[{\"name\":\"infiniband\",\"mountPath\":\"/dev/infiniband\"}]}],"
+    "\"volumes\":[{\"name\":\"infiniband\",\"hostPath\":{\"path\":\"/dev/infiniband\"}}]}}}}}}";
+
+static cJSON *parse_text(const char *text)
+{
+    cJSON *j = cJSON_Parse(text);
+    cr_assert_not_null(j, "test JSON does not parse: %.80s", text);
+    return j;
+}
+
+/* Sets (value != NULL) or removes the member at a path like "spec.a.list[0].b", creating
+ * missing objects on the way. Takes value. */
+static void set_at(cJSON *root, const char *path, cJSON *value)
+{
+    char *copy = strdup(path), *save = NULL;
+    cJSON *cur = root, *parent = NULL;
+    char *seg = strtok_r(copy, ".", &save);
+    while (seg) {
+        char *next = strtok_r(NULL, ".", &save);
+        char *bracket = strchr(seg, '[');
+        int index = -1;
+        if (bracket) {
+            index = atoi(bracket + 1);
+            *bracket = 0;
+        }
+        parent = cur;
+        if (!next && index < 0) {
+            cJSON_DeleteItemFromObjectCaseSensitive(parent, seg);
+            if (value)
+                cJSON_AddItemToObject(parent, seg, value);
+            break;
+        }
+        cur = cJSON_GetObjectItemCaseSensitive(parent, seg);
+        if (!cur)
+            cur = cJSON_AddObjectToObject(parent, seg);
+        cr_assert_not_null(cur, "cannot follow %s", path);
+        if (index >= 0) {
+            cr_assert(cJSON_IsArray(cur), "%s: not an array", path);
+            if (!next) {
+                if (value)
+                    cJSON_ReplaceItemInArray(cur, index, value);
+                else
+                    cJSON_DeleteItemFromArray(cur, index);
+                break;
+            }
+            cur = cJSON_GetArrayItem(cur, index);
+            cr_assert_not_null(cur, "cannot follow %s", path);
+        }
+        seg = next;
+    }
+    free(copy);
+}
+
+static void set_text(cJSON *root, const char *path, const char *json_value)
+{
+    set_at(root, path, json_value ? parse_text(json_value) : NULL);
+}
+
+static int parse_job(const cJSON *obj, struct mpijob **job, struct mpijob_problems *p)
+{
+    return mpijob_parse(obj, NULL, job, p);
+}
+
+static void print_problems(const struct mpijob_problems *p)
+{
+    for (size_t i = 0; i < p->count; i++)
+        cr_log_info("problem: %s", p->items[i]);
+}
+
+/* ---- defaults and fields ------------------------------------------------------------------ */
+
+Test(spec, minimal_job_gets_every_default)
+{
+    cJSON *obj = parse_text(minimal_job);
+    struct mpijob *job = NULL;
+    struct mpijob_problems p;
+    int rc = parse_job(obj, &job, &p);
+    print_problems(&p);
+    cr_assert_eq(rc, 0);
+    cr_assert_eq(p.count, 0);
+    cr_assert_str_eq(job->api_version, "kubeflow.org/v2beta1");
+    cr_assert_str_eq(job->name, "pi");
+    cr_assert_str_eq(job->namespace, "default");
+    cr_assert_null(job->uid);
+    cr_assert_eq(job->generation, 0);
+    cr_assert_eq(job->slots_per_worker, 1);
+    cr_assert_eq(job->run_launcher_as_worker, false);
+    cr_assert_eq(job->implementation, MPI_OPENMPI);
+    cr_assert_str_eq(job->ssh_auth_mount_path, "/root/.ssh");
+    cr_assert_eq(job->launcher_creation_policy, LAUNCHER_AT_STARTUP);
+    cr_assert_eq(job->run_policy.clean_pod_policy, CLEAN_POD_RUNNING);
+    cr_assert_eq(job->run_policy.backoff_limit, 6);
+    cr_assert_eq(job->run_policy.active_deadline_s, -1);
+    cr_assert_eq(job->run_policy.ttl_after_finished_s, -1);
+    cr_assert_eq(job->run_policy.suspend, false);
+    cr_assert_null(job->run_policy.managed_by);
+    cr_assert_eq(job->run_policy.scheduling.present, false);
+    cr_assert_eq(job->run_policy.scheduling.min_available, -1);
+    cr_assert_null(job->run_policy.scheduling.queue);
+    cr_assert_null(job->run_policy.scheduling.min_resources);
+    cr_assert_null(job->run_policy.scheduling.priority_class);
+    cr_assert_eq(job->run_policy.scheduling.schedule_timeout_s, -1);
+    cr_assert_eq(job->launcher.replicas, 1);
+    cr_assert_eq(job->launcher.restart_policy, RESTART_ON_FAILURE);
+    cr_assert_not_null(job->launcher.template);
+    cr_assert_eq(job->worker.replicas, 0);
+    cr_assert_eq(job->worker.restart_policy, RESTART_NEVER);
+    cr_assert_null(job->worker.template);
+    cr_assert_eq(job->networking.transport, TRANSPORT_AUTO);
+    cr_assert_null(job->networking.interface);
+    cr_assert_str_eq(job->networking.rdma.device_path, "/dev/infiniband");
+    cr_assert_null(job->networking.rdma.resource_name);
+    cr_assert_null(job->networking.rdma.hca);
+    cr_assert_eq(job->networking.rdma.gid_index, -1);
+    cr_assert_eq(job->networking.rdma.gpu_direct, false);
+    cr_assert_eq(job->networking.rdma.traffic_class, -1);
+    mpijob_free(job);
+
+    /* A Worker without replicas or restartPolicy gets one worker that is never restarted. */
+    set_text(obj, "spec.mpiReplicaSpecs.Worker", "{\"template\":{\"spec\":{\"containers\":"
+                                                 "[{\"name\":\"w\"}]}}}");
+    cr_assert_eq(parse_job(obj, &job, &p), 0);
+    cr_assert_eq(job->worker.replicas, 1);
+    cr_assert_eq(job->worker.restart_policy, RESTART_NEVER);
+    cr_assert_not_null(job->worker.template);
+    mpijob_free(job);
+    cJSON_Delete(obj);
+}
+
+Test(spec, full_job_parses_every_field)
+{
+    cJSON *obj = parse_text(full_job);
+    struct mpijob *job = NULL;
+    struct mpijob_problems p;
+    int rc = parse_job(obj, &job, &p);
+    print_problems(&p);
+    cr_assert_eq(rc, 0);
+    cJSON *launcher_template = cJSON_Duplicate(
+        json_path(obj, "spec.mpiReplicaSpecs.Launcher.template"), true);
+    cJSON *worker_template = cJSON_Duplicate(
+        json_path(obj, "spec.mpiReplicaSpecs.Worker.template"), true);
+    cJSON_Delete(obj); /* the job owns everything it holds */
+
+    cr_assert_str_eq(job->namespace, "research");
+    cr_assert_str_eq(job->uid, "0b1c-77");
+    cr_assert_eq(job->generation, 3);
+    cr_assert_eq(job->slots_per_worker, 2);
+    cr_assert_eq(job->run_launcher_as_worker, true);
+    cr_assert_eq(job->implementation, MPI_INTEL);
+    cr_assert_str_eq(job->ssh_auth_mount_path, "/home/mpiuser/.ssh");
+    cr_assert_eq(job->launcher_creation_policy, LAUNCHER_WAIT_FOR_WORKERS_READY);
+    const struct mpijob_run_policy *rp = &job->run_policy;
+    cr_assert_eq(rp->clean_pod_policy, CLEAN_POD_ALL);
+    cr_assert_eq(rp->backoff_limit, 3);
+    cr_assert_eq(rp->active_deadline_s, 3600);
+    cr_assert_eq(rp->ttl_after_finished_s, 600);
+    cr_assert_eq(rp->suspend, true);
+    cr_assert_str_eq(rp->managed_by, "kueue.x-k8s.io/multikueue");
+    cr_assert_eq(rp->scheduling.present, true);
+    cr_assert_eq(rp->scheduling.min_available, 3);
+    cr_assert_str_eq(rp->scheduling.queue, "gpu-queue");
+    cr_assert_str_eq(json_string(rp->scheduling.min_resources, "memory"), "8Gi");
+    cr_assert_eq(cJSON_GetObjectItem(rp->scheduling.min_resources, "nvidia.com/gpu")->valueint, 2);
+    cr_assert_str_eq(rp->scheduling.priority_class, "high");
+    cr_assert_eq(rp->scheduling.schedule_timeout_s, 120);
+    cr_assert_eq(job->launcher.replicas, 1);
+    cr_assert_eq(job->launcher.restart_policy, RESTART_NEVER);
+    cr_assert(cJSON_Compare(job->launcher.template, launcher_template, true));
+    cr_assert_eq(job->worker.replicas, 2);
+    cr_assert_eq(job->worker.restart_policy, RESTART_ON_FAILURE);
+    cr_assert(cJSON_Compare(job->worker.template, worker_template, true));
+    const struct mpijob_networking *net = &job->networking;
+    cr_assert_eq(net->transport, TRANSPORT_RDMA);
+    cr_assert_str_eq(net->interface, "eth1");
+    cr_assert_str_eq(net->rdma.device_path, "/dev/ib");
+    cr_assert_str_eq(net->rdma.resource_name, "rdma/hca");
+    cr_assert_str_eq(net->rdma.hca, "^mlx5_0:1,=mlx5_1");
+    cr_assert_eq(net->rdma.gid_index, 3);
+    cr_assert_eq(net->rdma.gpu_direct, true);
+    cr_assert_eq(net->rdma.traffic_class, 106);
+    cJSON_Delete(launcher_template);
+    cJSON_Delete(worker_template);
+    mpijob_free(job);
+}
+
+Test(spec, other_enum_values_and_empty_optional_strings)
+{
+    cJSON *obj = parse_text(full_job);
+    set_text(obj, "apiVersion", "\"kubeflow.org/v1alpha2\"");
+    set_text(obj, "spec.mpiImplementation", "\"MPICH\"");
+    set_text(obj, "spec.runPolicy.cleanPodPolicy", "\"None\"");
+    set_text(obj, "spec.networking.transport", "\"TCP\"");
+    set_text(obj, "spec.networking.interface", "\"\"");
+    set_text(obj, "spec.networking.rdma.resourceName", "\"\"");
+    set_text(obj, "spec.networking.rdma.hca", "\"\"");
+    set_text(obj, "spec.networking.rdma.gidIndex", "null");
+    set_text(obj, "spec.networking.rdma.trafficClass", "null");
+    set_text(obj, "spec.mpiReplicaSpecs.Launcher.restartPolicy", "\"OnFailure\"");
+    set_text(obj, "spec.mpiReplicaSpecs.Worker.restartPolicy", "\"Never\"");
+    set_text(obj, "spec.mpiReplicaSpecs.Worker.replicas", "10000");
+    set_text(obj, "metadata.name", "\"a\"");
+    struct mpijob *job = NULL;
+    struct mpijob_problems p;
+    int rc = parse_job(obj, &job, &p);
+    print_problems(&p);
+    cr_assert_eq(rc, 0);
+    cr_assert_str_eq(job->api_version, "kubeflow.org/v1alpha2");
+    cr_assert_eq(job->implementation, MPI_MPICH);
+    cr_assert_eq(job->run_policy.clean_pod_policy, CLEAN_POD_NONE);
+    cr_assert_eq(job->networking.transport, TRANSPORT_TCP);
+    cr_assert_null(job->networking.interface);
+    cr_assert_null(job->networking.rdma.resource_name);
+    cr_assert_null(job->networking.rdma.hca);
+    cr_assert_eq(job->networking.rdma.gid_index, -1);
+    cr_assert_eq(job->networking.rdma.traffic_class, -1);
+    cr_assert_eq(job->launcher.restart_policy, RESTART_ON_FAILURE);
+    cr_assert_eq(job->worker.restart_policy, RESTART_NEVER);
+    cr_assert_eq(job->worker.replicas, 10000);
+    mpijob_free(job);
+    cJSON_Delete(obj);
+}
+
+Test(spec, legacy_v1alpha2_manifest_parses_and_keeps_templates)
+{
+    cJSON *obj = parse_text(legacy_job);
+    struct mpijob *job = NULL;
+    struct mpijob_problems p;
+    int rc = parse_job(obj, &job, &p);
+    print_problems(&p);
+    cr_assert_eq(rc, 0);
+    cr_assert_str_eq(job->api_version, "kubeflow.org/v1alpha2");
+    cr_assert_eq(job->run_policy.clean_pod_policy, CLEAN_POD_NONE);
+    cr_assert_eq(job->worker.replicas, 2);
+    cr_assert(cJSON_Compare(job->launcher.template,
+                            json_path(obj, "spec.mpiReplicaSpecs.Launcher.template"), true));
+    cr_assert(cJSON_Compare(job->worker.template,
+                            json_path(obj, "spec.mpiReplicaSpecs.Worker.template"), true));
+    cr_assert_neq(job->worker.template, json_path(obj, "spec.mpiReplicaSpecs.Worker.template"));
+    cJSON *launcher0 = cJSON_GetArrayItem(json_path(job->launcher.template, "spec.containers"), 0);
+    cJSON *cmd = json_path(launcher0, "command");
+    cr_assert_str_eq(cJSON_GetArrayItem(cmd, 11)->valuestring, "NCCL_IB_DISABLE=0");
+    cJSON *worker0 = cJSON_GetArrayItem(json_path(job->worker.template, "spec.containers"), 0);
+    cr_assert(cJSON_IsTrue(json_path(worker0, "securityContext.privileged")));
+    cr_assert_eq(cJSON_GetObjectItem(json_path(worker0, "resources.limits"), "nvidia.com/gpu")
+                     ->valueint, 1);
+    mpijob_free(job);
+
+    /* The same object read through v2beta1 (conversion None keeps the legacy field). */
+    set_text(obj, "apiVersion", "\"kubeflow.org/v2beta1\"");
+    cr_assert_eq(parse_job(obj, &job, &p), 0);
+    cr_assert_eq(job->run_policy.clean_pod_policy, CLEAN_POD_NONE);
+    mpijob_free(job);
+    cJSON_Delete(obj);
+}
+
+Test(spec, run_policy_clean_pod_policy_wins_over_legacy)
+{
+    cJSON *obj = parse_text(legacy_job);
+    set_text(obj, "spec.runPolicy", "{\"cleanPodPolicy\":\"All\"}");
+    struct mpijob *job = NULL;
+    struct mpijob_problems p;
+    cr_assert_eq(parse_job(obj, &job, &p), 0);
+    cr_assert_eq(job->run_policy.clean_pod_policy, CLEAN_POD_ALL);
+    mpijob_free(job);
+    set_text(obj, "spec.runPolicy.cleanPodPolicy", "\"Running\"");
+    cr_assert_eq(parse_job(obj, &job, &p), 0);
+    cr_assert_eq(job->run_policy.clean_pod_policy, CLEAN_POD_RUNNING);
+    mpijob_free(job);
+    cJSON_Delete(obj);
+}
+
+/* ---- one rule at a time --------------------------------------------------------------------- */
+
+struct rule_case {
+    const char *path;
+    const char *value; /* JSON text; NULL removes the member */
+    const char *want;
+};
+
+#define LAUNCHER "spec.mpiReplicaSpecs.Launcher"
+#define WORKER "spec.mpiReplicaSpecs.Worker"
+#define WORKER_C0 WORKER ".template.spec.containers[0]"
+#define SCHED "spec.runPolicy.schedulingPolicy"
+#define RDMA "spec.networking.rdma"
+
+static const struct rule_case rule_cases[] = {
+    {"apiVersion", "\"kubeflow.org/v1\"",
+     "apiVersion: must be one of kubeflow.org/v2beta1, kubeflow.org/v1alpha2, "
+     "got \"kubeflow.org/v1\""},
+    {"apiVersion", NULL, "apiVersion: is required"},
+    {"kind", "\"TFJob\"", "kind: must be MPIJob, got \"TFJob\""},
+    {"metadata", "[]", "metadata: must be an object, got array"},
+    {"metadata.name", NULL, "metadata.name: is required"},
+    {"metadata.name", "\"Bad_Name\"",
+     "metadata.name: must be a DNS-1035 label (at most 63 lowercase letters, digits and '-', "
+     "starting with a letter and ending with a letter or digit), got \"Bad_Name\""},
+    {"metadata.name", "\"1job\"",
+     "metadata.name: must be a DNS-1035 label (at most 63 lowercase letters, digits and '-', "
+     "starting with a letter and ending with a letter or digit), got \"1job\""},
+    {"metadata.name", "\"job\\u00e9\"",
+     "metadata.name: must be a DNS-1035 label (at most 63 lowercase letters, digits and '-', "
+     "starting with a letter and ending with a letter or digit), got \"job\\xc3\\xa9\""},
+    {"metadata.name", "\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"", /* 55 */
+     "metadata.name: too long: the last worker pod name "
+     "\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa-worker-1\" would have 64 "
+     "characters, more than the 63 of a DNS-1035 label"},
+    {"metadata.namespace", NULL, "metadata.namespace: is required"},
+    {"metadata.namespace", "5", "metadata.namespace: must be a string, got number"},
+    {"metadata.namespace", "\"Team A\"",
+     "metadata.namespace: must be a DNS-1123 label, got \"Team A\""},
+    {"metadata.uid", "[]", "metadata.uid: must be a string, got array"},
+    {"metadata.generation", "-1", "metadata.generation: must be at least 0, got -1"},
+    {"spec", NULL, "spec: is required"},
+    {"spec", "\"x\"", "spec: must be an object, got string"},
+    {"spec.slotsPerWorker", "0", "spec.slotsPerWorker: must be at least 1, got 0"},
+    {"spec.slotsPerWorker", "-4", "spec.slotsPerWorker: must be at least 1, got -4"},
+    {"spec.slotsPerWorker", "1025", "spec.slotsPerWorker: must be at most 1024, got 1025"},
+    {"spec.slotsPerWorker", "\"4\"", "spec.slotsPerWorker: must be an integer, got string"},
+    {"spec.slotsPerWorker", "1.5", "spec.slotsPerWorker: must be an integer, got 1.5"},
+    {"spec.slotsPerWorker", "1e300", "spec.slotsPerWorker: must be at most 1024, got 1e+300"},
+    {"spec.slotsPerWorker", "null", "spec.slotsPerWorker: must be an integer, got null"},
+    {"spec.runLauncherAsWorker", "\"yes\"",
+     "spec.runLauncherAsWorker: must be a boolean, got string"},
+    {"spec.mpiImplementation", "\"OpenMPI5\"",
+     "spec.mpiImplementation: must be one of OpenMPI, Intel, MPICH, got \"OpenMPI5\""},
+    {"spec.mpiImplementation", "2",
+     "spec.mpiImplementation: must be one of OpenMPI, Intel, MPICH, got number"},
+    {"spec.sshAuthMountPath", "\"\"", "spec.sshAuthMountPath: must be an absolute path, got \"\""},
+    {"spec.sshAuthMountPath", "\"root/.ssh\"",
+     "spec.sshAuthMountPath: must be an absolute path, got \"root/.ssh\""},
+    {"spec.sshAuthMountPath", "\"/root/../etc\"",
+     "spec.sshAuthMountPath: must not contain a \"..\" component, got \"/root/../etc\""},
+    {"spec.sshAuthMountPath", "\"/root/.ssh\\nx\"",
+     "spec.sshAuthMountPath: must not contain control characters, got \"/root/.ssh\\x0ax\""},
+    {"spec.sshAuthMountPath", "\"/\"",
+     "spec.sshAuthMountPath: must not be the root directory, got \"/\""},
+    {"spec.launcherCreationPolicy", "\"Later\"",
+     "spec.launcherCreationPolicy: must be one of AtStartup, WaitForWorkersReady, got \"Later\""},
+    {"spec.cleanPodPolicy", "\"Sometimes\"",
+     "spec.cleanPodPolicy: must be one of None, Running, All, got \"Sometimes\""},
+    {"spec.runPolicy", "[]", "spec.runPolicy: must be an object, got array"},
+    {"spec.runPolicy.cleanPodPolicy", "\"running\"",
+     "spec.runPolicy.cleanPodPolicy: must be one of None, Running, All, got \"running\""},
+    {"spec.runPolicy.backoffLimit", "-1",
+     "spec.runPolicy.backoffLimit: must be at least 0, got -1"},
+    {"spec.runPolicy.backoffLimit", "3000000000",
+     "spec.runPolicy.backoffLimit: must be at most 2147483647, got 3000000000"},
+    {"spec.runPolicy.activeDeadlineSeconds", "0",
+     "spec.runPolicy.activeDeadlineSeconds: must be at least 1, got 0"},
+    {"spec.runPolicy.ttlSecondsAfterFinished", "-5",
+     "spec.runPolicy.ttlSecondsAfterFinished: must be at least 0, got -5"},
+    {"spec.runPolicy.suspend", "\"true\"", "spec.runPolicy.suspend: must be a boolean, got string"},
+    {"spec.runPolicy.managedBy", "7", "spec.runPolicy.managedBy: must be a string, got number"},
+    {"spec.runPolicy.managedBy", "\"\"", "spec.runPolicy.managedBy: must not be empty"},
+    {SCHED, "true", SCHED ": must be an object, got boolean"},
+    {SCHED ".minAvailable", "0", SCHED ".minAvailable: must be at least 1, got 0"},
+    {SCHED ".queue", "3", SCHED ".queue: must be a string, got number"},
+    {SCHED ".minResources", "\"cpu=4\"", SCHED ".minResources: must be an object, got string"},
+    {SCHED ".minResources", "{\"cpu\":true}",
+     SCHED ".minResources[cpu]: must be a quantity (a string or a number), got boolean"},
+    {SCHED ".minResources", "{\"cpu\":\"4 cores\"}",
+     SCHED ".minResources[cpu]: must be a non-negative quantity like 4, 500m or 8Gi, "
+     "got \"4 cores\""},
+    {SCHED ".minResources", "{\"c\\npu\":1}",
+     SCHED ".minResources: \"c\\x0apu\" is not a resource name (like cpu or nvidia.com/gpu)"},
+    {SCHED ".minResources", "{\"cpu\":-1}",
+     SCHED ".minResources[cpu]: must be a non-negative quantity like 4, 500m or 8Gi, got -1"},
+    {SCHED ".priorityClass", "{}", SCHED ".priorityClass: must be a string, got object"},
+    {SCHED ".scheduleTimeoutSeconds", "-1",
+     SCHED ".scheduleTimeoutSeconds: must be at least 0, got -1"},
+    {"spec.mpiReplicaSpecs", NULL, "spec.mpiReplicaSpecs: is required"},
+    {"spec.mpiReplicaSpecs", "[]", "spec.mpiReplicaSpecs: must be an object, got array"},
+    {LAUNCHER, NULL, LAUNCHER ": is required"},
+    {LAUNCHER, "[]", LAUNCHER ": must be an object, got array"},
+    {LAUNCHER ".replicas", "3", LAUNCHER ".replicas: must be 1, got 3"},
+    {LAUNCHER ".replicas", "0", LAUNCHER ".replicas: must be 1, got 0"},
+    {LAUNCHER ".replicas", "\"1\"", LAUNCHER ".replicas: must be an integer, got string"},
+    {LAUNCHER ".restartPolicy", "\"Always\"",
+     LAUNCHER ".restartPolicy: must be one of OnFailure, Never, got \"Always\""},
+    {LAUNCHER ".template", NULL, LAUNCHER ".template: is required"},
+    {LAUNCHER ".template.spec.containers", "[]",
+     LAUNCHER ".template.spec.containers: must not be empty"},
+    {LAUNCHER ".template.metadata", "\"x\"",
+     LAUNCHER ".template.metadata: must be an object, got string"},
+    {WORKER, "null", WORKER ": must be an object, got null"},
+    {WORKER ".replicas", "0", WORKER ".replicas: must be at least 1, got 0"},
+    {WORKER ".replicas", "1e9", WORKER ".replicas: must be at most 10000, got 1000000000"},
+    {WORKER ".replicas", "2.5", WORKER ".replicas: must be an integer, got 2.5"},
+    {WORKER ".restartPolicy", "\"Always\"",
+     WORKER ".restartPolicy: must be one of Never, OnFailure, got \"Always\""},
+    {WORKER ".template", "[]", WORKER ".template: must be an object, got array"},
+    {WORKER ".template.spec", NULL, WORKER ".template.spec: is required"},
+    {WORKER ".template.spec.containers", NULL, WORKER ".template.spec.containers: is required"},
+    {WORKER ".template.spec.containers", "{}",
+     WORKER ".template.spec.containers: must be an array, got object"},
+    {WORKER ".template.spec.volumes", "{}",
+     WORKER ".template.spec.volumes: must be an array, got object"},
+    {WORKER_C0, "\"worker\"", WORKER_C0 ": must be an object, got string"},
+    {WORKER_C0 ".name", NULL, WORKER_C0 ".name: must be a non-empty string"},
+    {WORKER_C0 ".name", "\"\"", WORKER_C0 ".name: must be a non-empty string"},
+    {WORKER_C0 ".name", "7", WORKER_C0 ".name: must be a string, got number"},
+    {WORKER_C0 ".env", "\"A=1\"", WORKER_C0 ".env: must be an array, got string"},
+    {WORKER_C0 ".env", "[\"A=1\"]",
+     WORKER_C0 ".env: every item must be an object with a string name"},
+    {WORKER_C0 ".command", "\"sshd\"", WORKER_C0 ".command: must be an array, got string"},
+    {WORKER_C0 ".resources", "[]", WORKER_C0 ".resources: must be an object, got array"},
+    {"spec.networking", "\"RDMA\"", "spec.networking: must be an object, got string"},
+    {"spec.networking.transport", "\"Infiniband\"",
+     "spec.networking.transport: must be one of Auto, TCP, RDMA, got \"Infiniband\""},
+    {"spec.networking.interface", "\"enp0s31f6-longer\"",
+     "spec.networking.interface: must be a Linux interface name (1 to 15 printable characters, "
+     "no '/', ':' or whitespace), got \"enp0s31f6-longer\""},
+    {"spec.networking.interface", "\"eth 0\"",
+     "spec.networking.interface: must be a Linux interface name (1 to 15 printable characters, "
+     "no '/', ':' or whitespace), got \"eth 0\""},
+    {"spec.networking.interface", "\"../x\"",
+     "spec.networking.interface: must be a Linux interface name (1 to 15 printable characters, "
+     "no '/', ':' or whitespace), got \"../x\""},
+    {RDMA, "[]", RDMA ": must be an object, got array"},
+    {RDMA ".devicePath", "\"dev/infiniband\"",
+     RDMA ".devicePath: must be an absolute path, got \"dev/infiniband\""},
+    {RDMA ".resourceName", "\"hca\"",
+     RDMA ".resourceName: must be an extended resource name like rdma/hca (a DNS subdomain "
+     "outside kubernetes.io, '/', a name), got \"hca\""},
+    {RDMA ".resourceName", "\"kubernetes.io/hca\"",
+     RDMA ".resourceName: must be an extended resource name like rdma/hca (a DNS subdomain "
+     "outside kubernetes.io, '/', a name), got \"kubernetes.io/hca\""},
+    {RDMA ".resourceName", "\"Rdma/hca\"",
+     RDMA ".resourceName: must be an extended resource name like rdma/hca (a DNS subdomain "
+     "outside kubernetes.io, '/', a name), got \"Rdma/hca\""},
+    {RDMA ".hca", "\"mlx5_0;reboot\"",
+     RDMA ".hca: must be an NCCL_IB_HCA list (letters, digits and _:.,^=-), got \"mlx5_0;reboot\""},
+    {RDMA ".gidIndex", "256", RDMA ".gidIndex: must be at most 255, got 256"},
+    {RDMA ".gidIndex", "\"3\"", RDMA ".gidIndex: must be an integer, got string"},
+    {RDMA ".gpuDirect", "\"no\"", RDMA ".gpuDirect: must be a boolean, got string"},
+    {RDMA ".trafficClass", "-1", RDMA ".trafficClass: must be at least 0, got -1"},
+};
+
+Test(spec, each_rule_gives_exactly_its_problem_line)
+{
+    for (size_t i = 0; i < sizeof(rule_cases) / sizeof(rule_cases[0]); i++) {
+        const struct rule_case *rc = &rule_cases[i];
+        cJSON *obj = parse_text(full_job);
+        set_text(obj, rc->path, rc->value);
+        struct mpijob *job = (struct mpijob *)1;
+        struct mpijob_problems p;
+        int r = parse_job(obj, &job, &p);
+        print_problems(&p);
+        cr_expect_eq(r, MPIJOB_EINVALID, "%s=%s: rc %d", rc->path, rc->value, r);
+        cr_expect_null(job, "%s: job set", rc->path);
+        cr_expect_eq(p.count, 1, "%s=%s: %zu problems", rc->path, rc->value, p.count);
+        if (p.count >= 1)
+            cr_expect_str_eq(p.items[0], rc->want, "%s=%s", rc->path, rc->value);
+        mpijob_problems_free(&p);
+        cJSON_Delete(obj);
+    }
+}
+
+Test(spec, limits_bound_the_worker_count)
+{
+    cJSON *obj = parse_text(full_job);
+    set_text(obj, WORKER ".replicas", "5");
+    struct mpijob_limits limits = {.max_workers = 4};
+    struct mpijob *job = NULL;
+    struct mpijob_problems p;
+    cr_assert_eq(mpijob_parse(obj, &limits, &job, &p), MPIJOB_EINVALID);
+    cr_assert_eq(p.count, 1);
+    cr_assert_str_eq(p.items[0], WORKER ".replicas: must be at most 4, got 5");
+    mpijob_problems_free(&p);
+    limits.max_workers = 5;
+    cr_assert_eq(mpijob_parse(obj, &limits, &job, &p), 0);
+    cr_assert_eq(job->worker.replicas, 5);
+    mpijob_free(job);
+    cJSON_Delete(obj);
+}
+
+Test(spec, several_bad_fields_are_all_listed_in_field_order)
+{
+    cJSON *obj = parse_text(full_job);
+    /* Set in an order different from the field order. */
+    set_text(obj, "spec.networking.transport", "\"Infiniband\"");
+    set_text(obj, LAUNCHER ".replicas", "3");
+    set_text(obj, WORKER ".restartPolicy", "\"Always\"");
+    set_text(obj, "spec.slotsPerWorker", "0");
+    set_text(obj, "metadata.namespace", NULL);
+    set_text(obj, RDMA ".gidIndex", "300");
+    set_text(obj, "spec.runPolicy.backoffLimit", "-2");
+    struct mpijob *job = NULL;
+    struct mpijob_problems p;
+    cr_assert_eq(parse_job(obj, &job, &p), MPIJOB_EINVALID);
+    const char *want[] = {
+        "metadata.namespace: is required",
+        "spec.slotsPerWorker: must be at least 1, got 0",
+        "spec.runPolicy.backoffLimit: must be at least 0, got -2",
+        LAUNCHER ".replicas: must be 1, got 3",
+        WORKER ".restartPolicy: must be one of Never, OnFailure, got \"Always\"",
+        "spec.networking.transport: must be one of Auto, TCP, RDMA, got \"Infiniband\"",
+        RDMA ".gidIndex: must be at most 255, got 300",
+    };
+    print_problems(&p);
+    cr_assert_eq(p.count, sizeof(want) / sizeof(want[0]));
+    for (size_t i = 0; i < p.count; i++)
+        cr_assert_str_eq(p.items[i], want[i]);
+
+    char *joined = mpijob_problems_join(&p);
+    cr_assert_not_null(joined);
+    const char *head = "metadata.namespace: is required; spec.slotsPerWorker: must be";
+    cr_assert(strncmp(joined, head, strlen(head)) == 0, "%s", joined);
+    cr_assert_not_null(strstr(joined, "got 0; spec.runPolicy.backoffLimit"));
+    free(joined);
+    mpijob_problems_free(&p);
+    cr_assert_eq(p.count, 0);
+    cr_assert_null(p.items);
+    cJSON_Delete(obj);
+}
+
+Test(spec, a_flood_of_problems_is_capped_with_a_count)
+{
+    cJSON *obj = parse_text(full_job);
+    cJSON *containers = json_path(obj, LAUNCHER ".template.spec.containers");
+    for (int i = 0; i < 1000; i++)
+        cJSON_AddItemToArray(containers, cJSON_CreateNumber(i));
+    struct mpijob *job = NULL;
+    struct mpijob_problems p;
+    cr_assert_eq(parse_job(obj, &job, &p), MPIJOB_EINVALID);
+    cr_assert_eq(p.count, 33);
+    cr_assert_str_eq(p.items[0],
+                     LAUNCHER ".template.spec.containers[1]: must be an object, got number");
+    cr_assert_str_eq(p.items[32], "spec: 968 more problems not listed");
+    mpijob_problems_free(&p);
+    cJSON_Delete(obj);
+}
+
+Test(spec, problems_may_be_null_and_non_objects_are_refused)
+{
+    cJSON *obj = parse_text(full_job);
+    set_text(obj, "kind", "\"Job\"");
+    struct mpijob *job = NULL;
+    cr_assert_eq(mpijob_parse(obj, NULL, &job, NULL), MPIJOB_EINVALID);
+    cr_assert_null(job);
+    cJSON_Delete(obj);
+
+    struct mpijob_problems p;
+    cJSON *arr = cJSON_CreateArray();
+    cr_assert_eq(mpijob_parse(arr, NULL, &job, &p), MPIJOB_EINVALID);
+    cr_assert_eq(p.count, 1);
+    cr_assert_str_eq(p.items[0], "MPIJob: must be an object, got array");
+    mpijob_problems_free(&p);
+    cJSON_Delete(arr);
+    cr_assert_eq(mpijob_parse(NULL, NULL, &job, &p), MPIJOB_EINVALID);
+    mpijob_problems_free(&p);
+}
+
+Test(spec, names_of_objects_and_enums)
+{
+    cJSON *obj = parse_text(full_job);
+    struct mpijob *job = NULL;
+    struct mpijob_problems p;
+    cr_assert_eq(parse_job(obj, &job, &p), 0);
+    char *s = mpijob_worker_name(job, 3);
+    cr_assert_str_eq(s, "pi-worker-3");
+    free(s);
+    s = mpijob_launcher_name(job);
+    cr_assert_str_eq(s, "pi-launcher");
+    free(s);
+    s = mpijob_configmap_name(job);
+    cr_assert_str_eq(s, "pi-config");
+    free(s);
+    s = mpijob_secret_name(job);
+    cr_assert_str_eq(s, "pi-ssh");
+    free(s);
+    mpijob_free(job);
+    cJSON_Delete(obj);
+
+    cr_assert_str_eq(mpi_implementation_name(MPI_OPENMPI), "OpenMPI");
+    cr_assert_str_eq(mpi_implementation_name(MPI_INTEL), "Intel");
+    cr_assert_str_eq(mpi_implementation_name(MPI_MPICH), "MPICH");
+    cr_assert_str_eq(transport_name(TRANSPORT_AUTO), "Auto");
+    cr_assert_str_eq(transport_name(TRANSPORT_TCP), "TCP");
+    cr_assert_str_eq(transport_name(TRANSPORT_RDMA), "RDMA");
+    cr_assert_str_eq(clean_pod_policy_name(CLEAN_POD_NONE), "None");
+    cr_assert_str_eq(clean_pod_policy_name(CLEAN_POD_RUNNING), "Running");
+    cr_assert_str_eq(clean_pod_policy_name(CLEAN_POD_ALL), "All");
+
+    struct mpijob_problems none = {0};
+    char *empty = mpijob_problems_join(&none);
+    cr_assert_str_eq(empty, "");
+    free(empty);
+}
+
+Test(spec, launcher_only_job_checks_the_launcher_name_length)
+{
+    cJSON *obj = parse_text(minimal_job);
+    /* 54 + "-launcher" = 63: fits; one more does not. */
+    set_text(obj, "metadata.name", "\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"");
+    struct mpijob *job = NULL;
+    struct mpijob_problems p;
+    cr_assert_eq(parse_job(obj, &job, &p), 0);
+    mpijob_free(job);
+    set_text(obj, "metadata.name", "\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"");
+    cr_assert_eq(parse_job(obj, &job, &p), MPIJOB_EINVALID);
+    cr_assert_eq(p.count, 1);
+    const char *head = "metadata.name: too long: the launcher Job name";
+    cr_assert(strncmp(p.items[0], head, strlen(head)) == 0, "%s", p.items[0]);
+    mpijob_problems_free(&p);
+    cJSON_Delete(obj);
+}
+
+/* ---- generated hostile bodies ------------------------------------------------------------- */
+
+enum field_kind {
+    KIND_INT,          /* every int field refuses -5 and 1e300 */
+    KIND_NULLABLE_INT, /* 0..255 or null */
+    KIND_BOOL,
+    KIND_ENUM,
+    KIND_STRING,       /* bounded free text */
+    KIND_NONEMPTY,     /* bounded free text, "" refused */
+    KIND_DNS,
+    KIND_PATH,
+    KIND_OBJECT,
+    KIND_ARRAY,        /* non-empty array of objects */
+    KIND_LIST,         /* optional array: [] is fine */
+    KIND_IFNAME,
+    KIND_RESOURCE,
+    KIND_HCA,
+    KIND_QUANTITY,
+};
+
+/* Tokens resolved at run time: @BIG a 10 MB string, @DEEP 200 nested arrays, @DEEPOBJ 200
+ * nested objects, @LONG a 300-character name, @UTF8 a non-ASCII name. */
+static const char *const bad_values[][12] = {
+    [KIND_INT] = {"\"1\"", "true", "null", "[]", "{}", "1.5", "-5", "1e300", "-1e300", "@BIG",
+                  "@DEEP"},
+    [KIND_NULLABLE_INT] = {"\"1\"", "false", "[1]", "{}", "0.5", "-5", "256", "1e300", "@DEEP"},
+    [KIND_BOOL] = {"\"true\"", "1", "0", "null", "[]", "{}", "@BIG", "@DEEP"},
+    [KIND_ENUM] = {"\"bogus\"", "\"\"", "7", "true", "null", "[]", "{}", "@BIG", "@UTF8", "@DEEP"},
+    [KIND_STRING] = {"7", "true", "null", "[\"x\"]", "{}", "@BIG", "@DEEPOBJ"},
+    [KIND_NONEMPTY] = {"\"\"", "7", "false", "null", "[]", "{\"a\":1}", "@BIG", "@DEEP"},
+    [KIND_DNS] = {"\"Upper\"", "\"a_b\"", "\"\"", "@UTF8", "@LONG", "@BIG", "7", "null", "[]",
+                  "{}"},
+    [KIND_PATH] = {"\"relative\"", "\"\"", "\"/a/../b\"", "\"/a\\u0001\"", "7", "null", "[]", "{}",
+                   "@BIG", "@DEEP"},
+    [KIND_OBJECT] = {"\"x\"", "7", "true", "null", "[]", "[{}]", "@BIG", "@DEEP"},
+    [KIND_ARRAY] = {"\"x\"", "7", "null", "{}", "[]", "[1]", "[null]", "[[]]", "@BIG", "@DEEP"},
+    [KIND_LIST] = {"\"x\"", "7", "true", "null", "{}", "@BIG"},
+    [KIND_IFNAME] = {"\"eth 0\"", "\"a/b\"", "\"abcdefghijklmnop\"", "\".\"", "@UTF8", "7", "null",
+                     "@BIG"},
+    [KIND_RESOURCE] = {"\"hca\"", "\"/hca\"", "\"rdma/\"", "\"kubernetes.io/x\"", "7", "null",
+                       "@BIG"},
+    [KIND_QUANTITY] = {"\"\"", "\"4 cores\"", "\"1Zi\"", "\"-1\"", "\"e3\"", "-2", "false", "null",
+                       "[]", "{}", "@BIG", "@DEEP"},
+    [KIND_HCA] = {"\"mlx5 0\"", "\"mlx5_0;x\"", "\"$(reboot)\"", "7", "null", "[]", "@BIG"},
+};
+
+struct gen_field {
+    const char *path;
+    enum field_kind kind;
+};
+
+#define LAUNCHER_C0 LAUNCHER ".template.spec.containers[0]"
+
+static const struct gen_field gen_fields[] = {
+    {"apiVersion", KIND_ENUM},
+    {"kind", KIND_ENUM},
+    {"metadata", KIND_OBJECT},
+    {"metadata.name", KIND_DNS},
+    {"metadata.namespace", KIND_DNS},
+    {"metadata.uid", KIND_STRING},
+    {"metadata.generation", KIND_INT},
+    {"spec", KIND_OBJECT},
+    {"spec.slotsPerWorker", KIND_INT},
+    {"spec.runLauncherAsWorker", KIND_BOOL},
+    {"spec.mpiImplementation", KIND_ENUM},
+    {"spec.sshAuthMountPath", KIND_PATH},
+    {"spec.launcherCreationPolicy", KIND_ENUM},
+    {"spec.cleanPodPolicy", KIND_ENUM},
+    {"spec.runPolicy", KIND_OBJECT},
+    {"spec.runPolicy.cleanPodPolicy", KIND_ENUM},
+    {"spec.runPolicy.backoffLimit", KIND_INT},
+    {"spec.runPolicy.activeDeadlineSeconds", KIND_INT},
+    {"spec.runPolicy.ttlSecondsAfterFinished", KIND_INT},
+    {"spec.runPolicy.suspend", KIND_BOOL},
+    {"spec.runPolicy.managedBy", KIND_NONEMPTY},
+    {SCHED, KIND_OBJECT},
+    {SCHED ".minAvailable", KIND_INT},
+    {SCHED ".queue", KIND_STRING},
+    {SCHED ".minResources", KIND_OBJECT},
+    {SCHED ".minResources.cpu", KIND_QUANTITY},
+    {SCHED ".priorityClass", KIND_STRING},
+    {SCHED ".scheduleTimeoutSeconds", KIND_INT},
+    {"spec.mpiReplicaSpecs", KIND_OBJECT},
+    {LAUNCHER, KIND_OBJECT},
+    {LAUNCHER ".replicas", KIND_INT},
+    {LAUNCHER ".restartPolicy", KIND_ENUM},
+    {LAUNCHER ".template", KIND_OBJECT},
+    {LAUNCHER ".template.metadata", KIND_OBJECT},
+    {LAUNCHER ".template.spec", KIND_OBJECT},
+    {LAUNCHER ".template.spec.containers", KIND_ARRAY},
+    {LAUNCHER_C0, KIND_OBJECT},
+    {LAUNCHER_C0 ".name", KIND_NONEMPTY},
+    {LAUNCHER_C0 ".command", KIND_LIST},
+    {LAUNCHER_C0 ".args", KIND_LIST},
+    {LAUNCHER_C0 ".env", KIND_LIST},
+    {LAUNCHER_C0 ".securityContext", KIND_OBJECT},
+    {WORKER, KIND_OBJECT},
+    {WORKER ".replicas", KIND_INT},
+    {WORKER ".restartPolicy", KIND_ENUM},
+    {WORKER ".template", KIND_OBJECT},
+    {WORKER ".template.spec", KIND_OBJECT},
+    {WORKER ".template.spec.containers", KIND_ARRAY},
+    {WORKER ".template.spec.volumes", KIND_LIST},
+    {WORKER_C0, KIND_OBJECT},
+    {WORKER_C0 ".name", KIND_NONEMPTY},
+    {WORKER_C0 ".volumeMounts", KIND_LIST},
+    {WORKER_C0 ".resources", KIND_OBJECT},
+    {"spec.networking", KIND_OBJECT},
+    {"spec.networking.transport", KIND_ENUM},
+    {"spec.networking.interface", KIND_IFNAME},
+    {RDMA, KIND_OBJECT},
+    {RDMA ".devicePath", KIND_PATH},
+    {RDMA ".resourceName", KIND_RESOURCE},
+    {RDMA ".hca", KIND_HCA},
+    {RDMA ".gidIndex", KIND_NULLABLE_INT},
+    {RDMA ".gpuDirect", KIND_BOOL},
+    {RDMA ".trafficClass", KIND_NULLABLE_INT},
+};
+
+/* Bodies that are not a single field's wrong value. */
+static const struct {
+    const char *path;
+    const char *value;
+} gen_extra[] = {
+    {LAUNCHER ".template", "{}"},
+    {LAUNCHER ".template", "{\"metadata\":{}}"},
+    {WORKER ".template.spec", "{\"containers\":[{\"image\":\"x\"}]}"},
+    {WORKER ".template.spec.containers[0].env", "[{\"value\":\"1\"}]"},
+    {WORKER ".template.spec.containers[0].env", "[[]]"},
+    {WORKER ".template.metadata.annotations", "@DEEPOBJ"},
+    {WORKER ".template.metadata.annotations.big", "@BIG"},
+    {WORKER ".replicas", "1000000000"},
+    {WORKER ".replicas", "-1000000000"},
+    {WORKER ".replicas", "10001"},
+    {LAUNCHER ".replicas", "1e9"},
+    {"spec.slotsPerWorker", "-2147483649"},
+    {"spec.slotsPerWorker", "9223372036854775807"},
+    {"spec.runPolicy.activeDeadlineSeconds", "1e19"},
+    {"spec.runPolicy.activeDeadlineSeconds", "-9223372036854775808"},
+    {"metadata.name", "\"abcdefghijabcdefghijabcdefghijabcdefghijabcdefghijabcdefghijabcd\""},
+    {"metadata.name", "\"job-\""},
+    {"metadata.name", "\"-job\""},
+    {"metadata.name", "\"job\\u0001x\""},
+    {"metadata.name", "\"\\u30b8\\u30e7\\u30d6\""},
+    {"spec.mpiReplicaSpecs.Launcher", "{\"replicas\":1}"},
+    {"spec.networking.rdma.hca", "\"mlx5_0\\n\""},
+    {SCHED ".minResources", "{\"cpu\":\"\"}"},
+    {SCHED ".minResources.@LONG", "@BIG"},
+};
+
+static char *big_json;  /* "aaaa...": 10 MB */
+static char *deep_json; /* [[[...]]] */
+static char *deep_obj_json;
+static char long_json[303]; /* "aaa...": 300 characters */
+
+static const char *resolve(const char *value)
+{
+    if (strcmp(value, "@BIG") == 0)
+        return big_json;
+    if (strcmp(value, "@DEEP") == 0)
+        return deep_json;
+    if (strcmp(value, "@DEEPOBJ") == 0)
+        return deep_obj_json;
+    if (strcmp(value, "@LONG") == 0)
+        return long_json;
+    if (strcmp(value, "@UTF8") == 0)
+        return "\"j\\u00f6b-\\u4e2d\\u6587\"";
+    return value;
+}
+
+static void make_hostile_values(void)
+{
+    size_t big = 10u * 1024 * 1024;
+    big_json = malloc(big + 3);
+    big_json[0] = '"';
+    memset(big_json + 1, 'a', big);
+    big_json[big + 1] = '"';
+    big_json[big + 2] = 0;
+    long_json[0] = '"';
+    memset(long_json + 1, 'a', 300);
+    long_json[301] = '"';
+    long_json[302] = 0;
+    int depth = 200;
+    deep_json = malloc(2 * (size_t)depth + 1);
+    memset(deep_json, '[', (size_t)depth);
+    memset(deep_json + depth, ']', (size_t)depth);
+    deep_json[2 * depth] = 0;
+    deep_obj_json = malloc(6 * (size_t)depth + 8);
+    char *w = deep_obj_json;
+    for (int i = 0; i < depth; i++)
+        w += sprintf(w, "{\"a\":");
+    w += sprintf(w, "1");
+    for (int i = 0; i < depth; i++)
+        *w++ = '}';
+    *w = 0;
+}
+
+static void free_hostile_values(void)
+{
+    free(big_json);
+    free(deep_json);
+    free(deep_obj_json);
+}
+
+/* "a[b]" as "a.b", so that brackets and dots compare alike. */
+static size_t flatten(const char *s, size_t n, char *out, size_t size)
+{
+    size_t w = 0;
+    for (size_t i = 0; i < n && w + 1 < size; i++)
+        if (s[i] != ']')
+            out[w++] = s[i] == '[' ? '.' : s[i];
+    out[w] = 0;
+    return w;
+}
+
+/* Segment-wise prefix: "a.b" relates to "a.b.c" and "a.b[0]", not to "a.bc". */
+static bool path_related(const char *field_text, size_t field_text_len, const char *path_text)
+{
+    char field[1024], path[1024];
+    size_t field_len = flatten(field_text, field_text_len, field, sizeof(field));
+    size_t path_len = flatten(path_text, strlen(path_text), path, sizeof(path));
+    size_t n = field_len < path_len ? field_len : path_len;
+    if (strncmp(field, path, n) != 0)
+        return false;
+    const char *longer = field_len > path_len ? field : path;
+    char next = longer[n];
+    return next == 0 || next == '.';
+}
+
+static const char *const field_roots[] = {"apiVersion", "kind", "metadata", "spec", "MPIJob"};
+
+/* Runs one generated body; returns the number of failed expectations. */
+static int run_hostile(const char *path, const char *value)
+{
+    cJSON *obj = parse_text(full_job);
+    set_at(obj, path, parse_text(resolve(value)));
+    /* Through text and back, as the operator receives it. */
+    char *text = cJSON_PrintUnformatted(obj);
+    cJSON_Delete(obj);
+    cr_assert_not_null(text);
+    obj = parse_text(text);
+    free(text);
+
+    struct mpijob *job = (struct mpijob *)1;
+    struct mpijob_problems p;
+    int rc = mpijob_parse(obj, NULL, &job, &p);
+    int failed = 0;
+    const char *shown = strlen(value) > 40 ? "(long)" : value;
+    if (rc != MPIJOB_EINVALID || job != NULL || p.count == 0) {
+        cr_log_error("%s = %s: rc %d, %zu problems", path, shown, rc, p.count);
+        failed++;
+    }
+    bool named = false;
+    for (size_t i = 0; i < p.count; i++) {
+        const char *colon = strstr(p.items[i], ": ");
+        bool rooted = false;
+        for (size_t r = 0; colon && r < sizeof(field_roots) / sizeof(field_roots[0]); r++)
+            rooted |= strncmp(p.items[i], field_roots[r], strlen(field_roots[r])) == 0;
+        if (!rooted || strlen(p.items[i]) > 1024) {
+            cr_log_error("%s = %s: malformed problem %.200s", path, shown, p.items[i]);
+            failed++;
+        }
+        if (colon && path_related(p.items[i], (size_t)(colon - p.items[i]), path))
+            named = true;
+    }
+    if (!named && p.count) {
+        cr_log_error("%s = %s: no problem names the field; first: %s", path, shown, p.items[0]);
+        failed++;
+    }
+    if (rc == 0)
+        mpijob_free(job);
+    mpijob_problems_free(&p);
+    cJSON_Delete(obj);
+    return failed;
+}
+
+Test(spec, generated_hostile_bodies_are_refused_cleanly)
+{
+    make_hostile_values();
+    int bodies = 0, failed = 0;
+    char path[512];
+    for (size_t f = 0; f < sizeof(gen_fields) / sizeof(gen_fields[0]); f++) {
+        const char *const *values = bad_values[gen_fields[f].kind];
+        for (size_t v = 0; v < 12 && values[v]; v++) {
+            failed += run_hostile(gen_fields[f].path, values[v]);
+            bodies++;
+        }
+    }
+    for (size_t i = 0; i < sizeof(gen_extra) / sizeof(gen_extra[0]); i++) {
+        const char *p = gen_extra[i].path;
+        const char *long_key = strstr(p, "@LONG");
+        if (long_key) { /* a 300-character resource name as the key */
+            snprintf(path, sizeof(path), "%.*s%.300s", (int)(long_key - p), p,
+                     resolve("@LONG") + 1); /* without the quotes */
+            p = path;
+        }
+        failed += run_hostile(p, gen_extra[i].value);
+        bodies++;
+    }
+    free_hostile_values();
+    cr_log_info("%d hostile bodies", bodies);
+    cr_expect_geq(bodies, 200);
+    cr_expect_eq(failed, 0, "%d of %d bodies mishandled", failed, bodies);
+    cr_expect_eq(leak_check(), 0, "memory leaked");
+}
+
+Test(spec, valid_body_after_hostile_ones_leaks_nothing)
+{
+    /* The success path too: everything the job holds is released by mpijob_free. */
+    for (int i = 0; i < 3; i++) {
+        cJSON *obj = parse_text(i == 0 ? full_job : i == 1 ? legacy_job : minimal_job);
+        struct mpijob *job = NULL;
+        struct mpijob_problems p;
+        cr_assert_eq(parse_job(obj, &job, &p), 0);
+        mpijob_free(job);
+        cJSON_Delete(obj);
+    }
+    mpijob_free(NULL);
+    mpijob_problems_free(NULL);
+    cr_expect_eq(leak_check(), 0, "memory leaked");
+}
