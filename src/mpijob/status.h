@@ -1,0 +1,66 @@
+/* MPIJob status: conditions and replica counts (SPEC.md section 3), as pure functions on the
+ * status JSON, plus what the controller reads off pods and the launcher Job.
+ *
+ * Condition rules, as the Kubeflow reference has them so that existing tooling reads ours:
+ *  - one condition per type; setting one with the same status, reason and message changes
+ *    nothing (no timestamp moves, so a steady job causes no writes);
+ *  - the condition set last is moved to the end of the list, so the last entry is the latest
+ *    state (the STATE printer column relies on that);
+ *  - Running and Restarting exclude each other: setting one removes the other;
+ *  - Succeeded or Failed set True turns Running False;
+ *  - lastTransitionTime changes only when the status flips; lastUpdateTime on any change. */
+#ifndef MPIJOB_STATUS_H
+#define MPIJOB_STATUS_H
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#define MPIJOB_COND_CREATED "Created"
+#define MPIJOB_COND_RUNNING "Running"
+#define MPIJOB_COND_RESTARTING "Restarting"
+#define MPIJOB_COND_SUCCEEDED "Succeeded"
+#define MPIJOB_COND_FAILED "Failed"
+#define MPIJOB_COND_SUSPENDED "Suspended"
+
+/* Sets a condition in status.conditions (status is the MPIJob's "status" object; created when
+ * missing). now is an RFC 3339 time. Returns 1 when anything changed, 0 when not, -ENOMEM. */
+int mpijob_status_set_condition(cJSON *status, const char *type, bool value, const char *reason,
+                                const char *message, const char *now);
+/* The condition object of that type, or NULL. */
+const cJSON *mpijob_status_condition(const cJSON *status, const char *type);
+bool mpijob_status_is_true(const cJSON *status, const char *type);
+/* Succeeded or Failed is True. */
+bool mpijob_status_finished(const cJSON *status);
+
+struct replica_counts {
+    int active;    /* Pending or Running */
+    int succeeded;
+    int failed;
+    int ready;     /* Ready condition True */
+};
+/* Sets status.replicaStatuses.<role> to the counts. Returns 1 when changed, 0, or -ENOMEM. */
+int mpijob_status_set_replicas(cJSON *status, const char *role, const struct replica_counts *c);
+
+/* Equality of two status objects ignoring lastReconcileTime: the controller writes status only
+ * when this is false. Either may be NULL (treated as {}). */
+bool mpijob_status_equal(const cJSON *a, const cJSON *b);
+
+/* ---- reading pods and Jobs ----------------------------------------------------------- */
+
+enum pod_state { POD_PENDING, POD_RUNNING, POD_SUCCEEDED, POD_FAILED, POD_UNKNOWN };
+enum pod_state pod_state_of(const cJSON *pod);
+bool pod_is_ready(const cJSON *pod);
+/* Why a pod failed, for Restarting and Failed messages: the pod's status.reason (Evicted, ...)
+ * or the first terminated container's reason (OOMKilled, Error, ...) with its exit code and
+ * message. Writes "reason" (e.g. "OOMKilled") and a human message. Returns true when the pod
+ * was evicted (status.reason Evicted or a DisruptionTarget condition). */
+bool pod_failure(const cJSON *pod, char *reason, size_t reason_len, char *message, size_t message_len);
+
+enum job_state { JOB_ACTIVE, JOB_COMPLETE, JOB_FAILED, JOB_SUSPENDED };
+/* The batch/v1 Job's state from its conditions; on JOB_FAILED, the condition's reason
+ * (BackoffLimitExceeded, DeadlineExceeded, ...) and message are written out. */
+enum job_state job_state_of(const cJSON *job, char *reason, size_t reason_len, char *message,
+                            size_t message_len);
+
+#endif

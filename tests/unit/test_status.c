@@ -1,0 +1,156 @@
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "mpijob/status.h"
+#include "util/json.h"
+
+static const char *T1 = "2026-11-21T10:00:00Z", *T2 = "2026-11-21T10:05:00Z", *T3 = "2026-11-21T10:09:00Z";
+
+static const char *last_type(const cJSON *status)
+{
+    const cJSON *list = cJSON_GetObjectItem(status, "conditions");
+    return json_string(cJSON_GetArrayItem(list, cJSON_GetArraySize(list) - 1), "type");
+}
+
+Test(status, setting_the_same_condition_again_changes_nothing)
+{
+    cJSON *st = cJSON_CreateObject();
+    cr_assert_eq(mpijob_status_set_condition(st, MPIJOB_COND_CREATED, true, "MPIJobCreated", "created", T1), 1);
+    cr_assert_eq(mpijob_status_set_condition(st, MPIJOB_COND_CREATED, true, "MPIJobCreated", "created", T2), 0);
+    const cJSON *c = mpijob_status_condition(st, MPIJOB_COND_CREATED);
+    cr_assert_str_eq(json_string(c, "lastTransitionTime"), T1);
+    cr_assert_str_eq(json_string(c, "lastUpdateTime"), T1);
+    /* a new message updates lastUpdateTime only */
+    cr_assert_eq(mpijob_status_set_condition(st, MPIJOB_COND_CREATED, true, "MPIJobCreated", "again", T2), 1);
+    cr_assert_str_eq(json_string(c = mpijob_status_condition(st, MPIJOB_COND_CREATED), "lastTransitionTime"), T1);
+    cr_assert_str_eq(json_string(c, "lastUpdateTime"), T2);
+    cr_assert_str_eq(json_string(c, "message"), "again");
+    cJSON_Delete(st);
+}
+
+Test(status, running_and_restarting_exclude_each_other_and_latest_goes_last)
+{
+    cJSON *st = cJSON_CreateObject();
+    mpijob_status_set_condition(st, MPIJOB_COND_CREATED, true, "MPIJobCreated", "c", T1);
+    mpijob_status_set_condition(st, MPIJOB_COND_RUNNING, true, "MPIJobRunning", "r", T1);
+    cr_assert_str_eq(last_type(st), "Running");
+    mpijob_status_set_condition(st, MPIJOB_COND_RESTARTING, true, "MPIJobRestarting", "worker 1 OOMKilled", T2);
+    cr_assert_null(mpijob_status_condition(st, MPIJOB_COND_RUNNING));
+    cr_assert_str_eq(last_type(st), "Restarting");
+    mpijob_status_set_condition(st, MPIJOB_COND_RUNNING, true, "MPIJobRunning", "r", T3);
+    cr_assert_null(mpijob_status_condition(st, MPIJOB_COND_RESTARTING));
+    cr_assert_str_eq(last_type(st), "Running");
+    cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(st, "conditions")), 2);
+    cJSON_Delete(st);
+}
+
+Test(status, finishing_turns_running_false)
+{
+    cJSON *st = cJSON_CreateObject();
+    mpijob_status_set_condition(st, MPIJOB_COND_RUNNING, true, "MPIJobRunning", "r", T1);
+    cr_assert(!mpijob_status_finished(st));
+    cr_assert_eq(mpijob_status_set_condition(st, MPIJOB_COND_SUCCEEDED, true, "MPIJobSucceeded", "done", T2), 1);
+    cr_assert(mpijob_status_finished(st));
+    cr_assert(!mpijob_status_is_true(st, MPIJOB_COND_RUNNING));
+    cr_assert_str_eq(json_string(mpijob_status_condition(st, MPIJOB_COND_RUNNING), "lastTransitionTime"), T2);
+    cr_assert_str_eq(last_type(st), "Succeeded");
+
+    cJSON *st2 = cJSON_CreateObject();
+    mpijob_status_set_condition(st2, MPIJOB_COND_FAILED, true, "InvalidSpec", "spec.slotsPerWorker: bad", T1);
+    cr_assert(mpijob_status_finished(st2));
+    cr_assert_null(mpijob_status_condition(st2, MPIJOB_COND_RUNNING));
+    cJSON_Delete(st);
+    cJSON_Delete(st2);
+}
+
+Test(status, suspend_flips_keep_transition_times_right)
+{
+    cJSON *st = cJSON_CreateObject();
+    mpijob_status_set_condition(st, MPIJOB_COND_SUSPENDED, true, "MPIJobSuspended", "s", T1);
+    mpijob_status_set_condition(st, MPIJOB_COND_SUSPENDED, false, "MPIJobResumed", "r", T2);
+    const cJSON *c = mpijob_status_condition(st, MPIJOB_COND_SUSPENDED);
+    cr_assert_str_eq(json_string(c, "status"), "False");
+    cr_assert_str_eq(json_string(c, "reason"), "MPIJobResumed");
+    cr_assert_str_eq(json_string(c, "lastTransitionTime"), T2);
+    cJSON_Delete(st);
+}
+
+Test(status, replica_counts_omit_zeros_and_report_changes)
+{
+    cJSON *st = cJSON_CreateObject();
+    struct replica_counts w = {.active = 2, .ready = 2};
+    cr_assert_eq(mpijob_status_set_replicas(st, "Worker", &w), 1);
+    cr_assert_eq(mpijob_status_set_replicas(st, "Worker", &w), 0);
+    cr_assert_eq(json_int(st, "replicaStatuses.Worker.active", -1), 2);
+    cr_assert_null(json_path(st, "replicaStatuses.Worker.failed"));
+    w.failed = 1;
+    w.active = 1;
+    cr_assert_eq(mpijob_status_set_replicas(st, "Worker", &w), 1);
+    cr_assert_eq(json_int(st, "replicaStatuses.Worker.failed", -1), 1);
+    cJSON_Delete(st);
+}
+
+Test(status, equality_ignores_last_reconcile_time)
+{
+    cJSON *a = cJSON_Parse("{\"lastReconcileTime\":\"x\",\"startTime\":\"s\"}");
+    cJSON *b = cJSON_Parse("{\"lastReconcileTime\":\"y\",\"startTime\":\"s\"}");
+    cJSON *c = cJSON_Parse("{\"startTime\":\"t\"}");
+    cr_assert(mpijob_status_equal(a, b));
+    cr_assert(!mpijob_status_equal(a, c));
+    cr_assert(mpijob_status_equal(NULL, cJSON_GetObjectItem(c, "nothing")));
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+    cJSON_Delete(c);
+}
+
+Test(status, pod_states_and_failures)
+{
+    cJSON *p = cJSON_Parse("{\"status\":{\"phase\":\"Running\",\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}");
+    cr_assert_eq(pod_state_of(p), POD_RUNNING);
+    cr_assert(pod_is_ready(p));
+    cJSON_Delete(p);
+    p = cJSON_Parse("{\"status\":{}}");
+    cr_assert_eq(pod_state_of(p), POD_PENDING);
+    cr_assert(!pod_is_ready(p));
+    cJSON_Delete(p);
+
+    char reason[64], message[256];
+    p = cJSON_Parse("{\"status\":{\"phase\":\"Failed\",\"containerStatuses\":[{\"name\":\"worker\",\"state\":"
+                    "{\"terminated\":{\"exitCode\":137,\"reason\":\"OOMKilled\"}}}]}}");
+    cr_assert_eq(pod_state_of(p), POD_FAILED);
+    cr_assert(!pod_failure(p, reason, sizeof(reason), message, sizeof(message)));
+    cr_assert_str_eq(reason, "OOMKilled");
+    cr_assert_str_eq(message, "container worker exited with code 137");
+    cJSON_Delete(p);
+    p = cJSON_Parse("{\"status\":{\"phase\":\"Failed\",\"reason\":\"Evicted\",\"message\":\"The node was low on "
+                    "resource: memory.\"}}");
+    cr_assert(pod_failure(p, reason, sizeof(reason), message, sizeof(message)));
+    cr_assert_str_eq(reason, "Evicted");
+    cr_assert_str_eq(message, "The node was low on resource: memory.");
+    cJSON_Delete(p);
+    p = cJSON_Parse("{\"status\":{\"phase\":\"Failed\",\"conditions\":[{\"type\":\"DisruptionTarget\",\"status\":"
+                    "\"True\",\"reason\":\"TerminationByKubelet\"}]}}");
+    cr_assert(pod_failure(p, reason, sizeof(reason), message, sizeof(message)), "DisruptionTarget counts as eviction");
+    cJSON_Delete(p);
+}
+
+Test(status, launcher_job_states)
+{
+    char reason[64], message[256];
+    cJSON *j = cJSON_Parse("{\"spec\":{},\"status\":{\"conditions\":[{\"type\":\"Complete\",\"status\":\"True\"}]}}");
+    cr_assert_eq(job_state_of(j, reason, sizeof(reason), message, sizeof(message)), JOB_COMPLETE);
+    cJSON_Delete(j);
+    j = cJSON_Parse("{\"spec\":{},\"status\":{\"conditions\":[{\"type\":\"FailureTarget\",\"status\":\"True\"},"
+                    "{\"type\":\"Failed\",\"status\":\"True\",\"reason\":\"BackoffLimitExceeded\","
+                    "\"message\":\"Job has reached the specified backoff limit\"}]}}");
+    cr_assert_eq(job_state_of(j, reason, sizeof(reason), message, sizeof(message)), JOB_FAILED);
+    cr_assert_str_eq(reason, "BackoffLimitExceeded");
+    cr_assert_str_eq(message, "Job has reached the specified backoff limit");
+    cJSON_Delete(j);
+    j = cJSON_Parse("{\"spec\":{\"suspend\":true},\"status\":{}}");
+    cr_assert_eq(job_state_of(j, reason, sizeof(reason), message, sizeof(message)), JOB_SUSPENDED);
+    cJSON_Delete(j);
+    j = cJSON_Parse("{\"spec\":{},\"status\":{\"conditions\":[{\"type\":\"Failed\",\"status\":\"False\"}]}}");
+    cr_assert_eq(job_state_of(j, reason, sizeof(reason), message, sizeof(message)), JOB_ACTIVE);
+    cJSON_Delete(j);
+}
