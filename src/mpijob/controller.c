@@ -1,0 +1,183 @@
+#include "mpijob/controller.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kube/informer.h"
+#include "kube/workqueue.h"
+#include "mpijob/reconcile.h"
+#include "util/log.h"
+
+enum { R_MPIJOBS, R_PODS, R_SERVICES, R_CONFIGMAPS, R_SECRETS, R_JOBS, R_COUNT };
+
+struct controller {
+    struct controller_config cfg;
+    struct reconcile_ctx ctx;
+    struct workqueue *queue;
+    struct informer **informers[R_COUNT];
+    const char **namespaces; /* one entry per informer of a resource; NULL: all */
+    size_t n_ns;
+    pthread_t *threads;
+    int n_threads;
+    atomic_ullong reconciles;
+    char selector[256];
+};
+
+static void enqueue_key(struct controller *c, const char *ns, const char *name)
+{
+    char key[512];
+    snprintf(key, sizeof(key), "%s/%s", ns, name);
+    workqueue_add(c->queue, key);
+}
+
+static void on_job(void *ctx, struct kube_object *o) { enqueue_key(ctx, o->namespace, o->name); }
+static void on_job_update(void *ctx, struct kube_object *old_obj, struct kube_object *o)
+{
+    enqueue_key(ctx, o->namespace, o->name);
+}
+
+/* A dependent's job, through the job-name label every object of ours carries. */
+static void on_dependent(void *ctx, struct kube_object *o)
+{
+    char *job = kube_object_label(o, LABEL_JOB_NAME);
+    if (job)
+        enqueue_key(ctx, o->namespace, job);
+    free(job);
+}
+static void on_dependent_update(void *ctx, struct kube_object *old_obj, struct kube_object *o)
+{
+    on_dependent(ctx, o);
+}
+
+static void *worker(void *arg)
+{
+    struct controller *c = arg;
+    char *key;
+    while (workqueue_get(c->queue, &key) == 0) {
+        struct reconcile_result res = {0};
+        int rc = reconcile_job(&c->ctx, key, &res);
+        c->reconciles++;
+        if (rc < 0) {
+            log_info("reconcile failed; retrying with backoff", "job=%s error=\"%s\"", key, kube_strerror(rc));
+            workqueue_add_rate_limited(c->queue, key);
+        } else {
+            workqueue_forget(c->queue, key);
+            if (res.requeue_after_ms)
+                workqueue_add_after(c->queue, key, res.requeue_after_ms);
+        }
+        workqueue_done(c->queue, key);
+        free(key);
+    }
+    return NULL;
+}
+
+static int start_informers(struct controller *c, int which, const struct kube_resource *res,
+                           const char *selector, struct cache_set *set)
+{
+    c->informers[which] = calloc(c->n_ns, sizeof(struct informer *));
+    if (!c->informers[which])
+        return KUBE_ENOMEM;
+    set->informers = c->informers[which];
+    set->namespaces = c->namespaces;
+    set->count = c->n_ns;
+    bool is_job = which == R_MPIJOBS;
+    for (size_t i = 0; i < c->n_ns; i++) {
+        struct informer_config icfg = {
+            .resource = res,
+            .namespace = c->namespaces[i],
+            .label_selector = selector,
+            .handlers = {is_job ? on_job : on_dependent, is_job ? on_job_update : on_dependent_update,
+                         is_job ? NULL : on_dependent, c},
+        };
+        int rc = informer_new(c->cfg.client, &icfg, &c->informers[which][i]);
+        if (rc == 0)
+            rc = informer_start(c->informers[which][i]);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+int controller_start(const struct controller_config *cfg, struct controller **out)
+{
+    *out = NULL;
+    struct controller *c = calloc(1, sizeof(*c));
+    if (!c)
+        return KUBE_ENOMEM;
+    c->cfg = *cfg;
+    if (c->cfg.threads <= 0)
+        c->cfg.threads = 2;
+    if (!c->cfg.sync_timeout_ms)
+        c->cfg.sync_timeout_ms = 60000;
+    c->n_ns = cfg->n_namespaces ? cfg->n_namespaces : 1;
+    c->namespaces = calloc(c->n_ns, sizeof(char *));
+    c->queue = workqueue_new(NULL);
+    if (!c->namespaces || !c->queue) {
+        controller_stop(c);
+        return KUBE_ENOMEM;
+    }
+    for (size_t i = 0; i < cfg->n_namespaces; i++)
+        c->namespaces[i] = cfg->namespaces[i];
+    snprintf(c->selector, sizeof(c->selector), "%s=%s", LABEL_OPERATOR_NAME,
+             cfg->options.operator_name ? cfg->options.operator_name : DEFAULT_OPERATOR_NAME);
+
+    c->ctx = (struct reconcile_ctx){.client = cfg->client, .events = cfg->events, .options = cfg->options,
+                                    .limits = cfg->limits};
+    int rc = start_informers(c, R_MPIJOBS, &MPIJOB_RESOURCE_V2BETA1, NULL, &c->ctx.mpijobs);
+    if (rc == 0)
+        rc = start_informers(c, R_PODS, &KUBE_PODS, c->selector, &c->ctx.pods);
+    if (rc == 0)
+        rc = start_informers(c, R_SERVICES, &KUBE_SERVICES, c->selector, &c->ctx.services);
+    if (rc == 0)
+        rc = start_informers(c, R_CONFIGMAPS, &KUBE_CONFIGMAPS, c->selector, &c->ctx.configmaps);
+    if (rc == 0)
+        rc = start_informers(c, R_SECRETS, &KUBE_SECRETS, c->selector, &c->ctx.secrets);
+    if (rc == 0)
+        rc = start_informers(c, R_JOBS, &KUBE_JOBS, c->selector, &c->ctx.jobs);
+    for (int r = 0; rc == 0 && r < R_COUNT; r++)
+        for (size_t i = 0; rc == 0 && i < c->n_ns; i++)
+            rc = informer_wait_synced(c->informers[r][i], c->cfg.sync_timeout_ms);
+    if (rc < 0) {
+        controller_stop(c);
+        return rc;
+    }
+    c->threads = calloc((size_t)c->cfg.threads, sizeof(pthread_t));
+    if (!c->threads) {
+        controller_stop(c);
+        return KUBE_ENOMEM;
+    }
+    for (int i = 0; i < c->cfg.threads; i++) {
+        if (pthread_create(&c->threads[i], NULL, worker, c) != 0)
+            break;
+        c->n_threads++;
+    }
+    log_info("controller started", "threads=%d namespaces=%zu", c->n_threads, cfg->n_namespaces);
+    *out = c;
+    return 0;
+}
+
+uint64_t controller_reconciles(struct controller *c) { return c->reconciles; }
+
+void controller_stop(struct controller *c)
+{
+    if (!c)
+        return;
+    if (c->queue)
+        workqueue_shutdown(c->queue);
+    for (int i = 0; i < c->n_threads; i++)
+        pthread_join(c->threads[i], NULL);
+    /* Informers stop before the queue goes: their handlers still add keys until then. */
+    for (int r = 0; r < R_COUNT; r++) {
+        for (size_t i = 0; c->informers[r] && i < c->n_ns; i++)
+            informer_free(c->informers[r][i]);
+        free(c->informers[r]);
+    }
+    workqueue_free(c->queue);
+    free(c->threads);
+    free(c->namespaces);
+    free(c);
+}

@@ -1,0 +1,36 @@
+/* The MPIJob controller: informers (MPIJobs, and the pods, services, configmaps, secrets and
+ * jobs that carry the operator's label), a workqueue of job keys, and worker threads that run
+ * reconcile_job. Events on a dependent map to its job through the job-name label. */
+#ifndef MPIJOB_CONTROLLER_H
+#define MPIJOB_CONTROLLER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kube/client.h"
+#include "kube/events.h"
+#include "mpijob/builders.h"
+#include "mpijob/mpijob.h"
+
+struct controller_config {
+    struct kube_client *client;        /* borrowed */
+    const char *const *namespaces;     /* watched namespaces; n_namespaces 0: all */
+    size_t n_namespaces;
+    int threads;                       /* reconcile threads; default 2 */
+    struct mpijob_options options;
+    struct mpijob_limits limits;
+    struct event_recorder *events;     /* borrowed; may be NULL */
+    uint64_t sync_timeout_ms;          /* wait for the caches; default 60000 */
+};
+
+struct controller;
+
+/* Starts the informers, waits until their caches are synced, then the reconcile threads.
+ * 0, KUBE_ETIMEOUT when the caches did not sync in time, or another negative code. */
+int controller_start(const struct controller_config *cfg, struct controller **out);
+/* Stops taking work, lets in-flight reconciles finish, stops the informers, frees. */
+void controller_stop(struct controller *c);
+/* Number of reconciles run so far (for tests and metrics). */
+uint64_t controller_reconciles(struct controller *c);
+
+#endif

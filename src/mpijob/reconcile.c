@@ -1,0 +1,454 @@
+#include "mpijob/reconcile.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mpijob/sshkeys.h"
+#include "mpijob/status.h"
+#include "util/clock.h"
+#include "util/json.h"
+#include "util/log.h"
+
+#define RESOURCE_EXISTS (-2100) /* an object with our name that the job does not control */
+
+struct kube_object *cache_get(const struct cache_set *set, const char *ns, const char *name)
+{
+    for (size_t i = 0; i < set->count; i++)
+        if (!set->namespaces[i] || strcmp(set->namespaces[i], ns) == 0)
+            return informer_get(set->informers[i], ns, name);
+    return NULL;
+}
+
+static int cache_list_by_owner(const struct cache_set *set, const char *ns, const char *uid,
+                               struct kube_object ***out)
+{
+    for (size_t i = 0; i < set->count; i++)
+        if (!set->namespaces[i] || strcmp(set->namespaces[i], ns) == 0)
+            return informer_list_by_owner(set->informers[i], uid, out);
+    *out = NULL;
+    return 0;
+}
+
+/* Everything one reconcile works with. */
+struct run {
+    struct reconcile_ctx *ctx;
+    struct mpijob *job;
+    cJSON *tree;   /* the MPIJob as cached (private copy) */
+    cJSON *status; /* the status being computed (owned by tree) */
+    char now[21];
+    struct event_target target;
+};
+
+static void event(struct run *r, const char *type, const char *reason, const char *fmt, const char *arg)
+{
+    if (r->ctx->events)
+        event_record(r->ctx->events, &r->target, type, reason, fmt, arg);
+}
+
+static bool owned_by_job(const struct kube_object *o, const struct mpijob *job)
+{
+    return o->owner_uid && strcmp(o->owner_uid, job->uid) == 0;
+}
+
+/* Creates desired (which it frees) unless an object of that name exists. Sets *existing to
+ * the cached object (a reference) when there is one. RESOURCE_EXISTS when the name is taken
+ * by an object the job does not control. */
+static int ensure(struct run *r, const struct kube_resource *res, const struct cache_set *cache,
+                  const char *name, cJSON *desired, struct kube_object **existing)
+{
+    struct kube_object *o = cache_get(cache, r->job->namespace, name);
+    if (existing)
+        *existing = NULL;
+    if (o) {
+        cJSON_Delete(desired);
+        if (!owned_by_job(o, r->job)) {
+            char what[300];
+            snprintf(what, sizeof(what), "%s %s exists and is not controlled by this MPIJob", res->kind, name);
+            log_warn("object exists and is not ours", "job=%s/%s object=%s", r->job->namespace, r->job->name, name);
+            event(r, "Warning", "ErrResourceExists", "%s", what);
+            mpijob_status_set_condition(r->status, MPIJOB_COND_CREATED, false, "ErrResourceExists", what, r->now);
+            kube_object_unref(o);
+            return RESOURCE_EXISTS;
+        }
+        if (existing)
+            *existing = o;
+        else
+            kube_object_unref(o);
+        return 0;
+    }
+    if (!desired)
+        return KUBE_ENOMEM;
+    struct kube_status st = {.retry_after_s = -1};
+    int rc = kube_create(r->ctx->client, res, r->job->namespace, desired, NULL, &st);
+    cJSON_Delete(desired);
+    if (rc == KUBE_EALREADYEXISTS)
+        rc = 0; /* created earlier; the cache has not caught up yet */
+    if (rc < 0)
+        log_warn("create failed", "job=%s/%s kind=%s name=%s error=\"%s\" message=\"%s\"", r->job->namespace,
+                 r->job->name, res->kind, name, kube_strerror(rc), st.message ? st.message : "");
+    kube_status_clear(&st);
+    return rc;
+}
+
+static int delete_pod(struct run *r, const struct kube_object *pod)
+{
+    struct kube_delete_opts opts = {.precondition_uid = pod->uid, .grace_period_s = -1};
+    int rc = kube_delete(r->ctx->client, &KUBE_PODS, pod->namespace, pod->name, &opts, NULL, NULL);
+    return rc == KUBE_ENOTFOUND || rc == KUBE_ECONFLICT ? 0 : rc;
+}
+
+/* cleanPodPolicy on a finished job: All deletes every worker, Running the Pending and Running
+ * ones, None keeps them. */
+static int clean_pods(struct run *r)
+{
+    if (r->job->run_policy.clean_pod_policy == CLEAN_POD_NONE)
+        return 0;
+    struct kube_object **owned = NULL;
+    int n = cache_list_by_owner(&r->ctx->pods, r->job->namespace, r->job->uid, &owned);
+    int rc = 0;
+    for (int i = 0; i < n && rc == 0; i++) {
+        if (owned[i]->deleting)
+            continue;
+        cJSON *pod = kube_object_parse(owned[i]);
+        enum pod_state s = pod ? pod_state_of(pod) : POD_UNKNOWN;
+        cJSON_Delete(pod);
+        if (r->job->run_policy.clean_pod_policy == CLEAN_POD_ALL || s == POD_PENDING || s == POD_RUNNING)
+            rc = delete_pod(r, owned[i]);
+    }
+    kube_object_list_free(owned, n > 0 ? (size_t)n : 0);
+    return rc;
+}
+
+static void finish(struct run *r, bool succeeded, const char *reason, const char *message)
+{
+    if (succeeded) {
+        if (mpijob_status_set_condition(r->status, MPIJOB_COND_SUCCEEDED, true, reason, message, r->now) > 0)
+            event(r, "Normal", reason, "%s", message);
+    } else {
+        if (mpijob_status_set_condition(r->status, MPIJOB_COND_FAILED, true, reason, message, r->now) > 0)
+            event(r, "Warning", "MPIJobFailed", "%s", message);
+    }
+    if (!cJSON_GetObjectItemCaseSensitive(r->status, "completionTime"))
+        json_set_string(r->status, "completionTime", r->now);
+}
+
+/* Writes status through /status when it differs from what the cache holds. */
+static int write_status(struct run *r, const cJSON *old_status)
+{
+    if (mpijob_status_equal(old_status, r->status))
+        return 0;
+    json_set_string(r->status, "lastReconcileTime", r->now);
+    struct kube_status st = {.retry_after_s = -1};
+    int rc = kube_replace_status(r->ctx->client, &MPIJOB_RESOURCE_V2BETA1, r->job->namespace, r->job->name,
+                                 r->tree, NULL, &st);
+    if (rc < 0 && rc != KUBE_ECONFLICT)
+        log_warn("status update failed", "job=%s/%s error=\"%s\"", r->job->namespace, r->job->name, kube_strerror(rc));
+    kube_status_clear(&st);
+    return rc; /* Conflict: the cache was stale; the retry reads the newer object */
+}
+
+/* The invalid-spec path: Failed/InvalidSpec naming every problem, once. */
+static int reject(struct reconcile_ctx *ctx, cJSON *tree, const struct mpijob_problems *problems,
+                  const char *ns, const char *name)
+{
+    cJSON *old = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(tree, "status"), true);
+    cJSON *status = json_ensure_object(tree, "status");
+    char now[21];
+    clock_rfc3339(ctx->now ? ctx->now() : time(NULL), now);
+    char *message = mpijob_problems_join(problems);
+    int rc = 0;
+    if (!status || !message) {
+        rc = KUBE_ENOMEM;
+        goto out;
+    }
+    if (mpijob_status_set_condition(status, MPIJOB_COND_FAILED, true, "InvalidSpec", message, now) > 0 &&
+        ctx->events) {
+        struct event_target t = {.api_version = "kubeflow.org/v2beta1", .kind = MPIJOB_KIND, .namespace = ns,
+                                 .name = name, .uid = json_string(tree, "metadata.uid")};
+        event_record(ctx->events, &t, "Warning", "InvalidSpec", "%s", message);
+    }
+    if (!cJSON_GetObjectItemCaseSensitive(status, "completionTime"))
+        json_set_string(status, "completionTime", now);
+    if (!mpijob_status_equal(old, status)) {
+        json_set_string(status, "lastReconcileTime", now);
+        rc = kube_replace_status(ctx->client, &MPIJOB_RESOURCE_V2BETA1, ns, name, tree, NULL, NULL);
+    }
+out:
+    free(message);
+    cJSON_Delete(old);
+    return rc;
+}
+
+static int reconcile_valid(struct run *r)
+{
+    struct reconcile_ctx *ctx = r->ctx;
+    struct mpijob *job = r->job;
+    int rc = 0;
+
+    if (mpijob_status_finished(r->status)) {
+        rc = clean_pods(r);
+        if (!cJSON_GetObjectItemCaseSensitive(r->status, "completionTime"))
+            json_set_string(r->status, "completionTime", r->now);
+        return rc;
+    }
+
+    if (!mpijob_status_condition(r->status, MPIJOB_COND_CREATED)) {
+        char msg[300];
+        snprintf(msg, sizeof(msg), "MPIJob %s/%s is created.", job->namespace, job->name);
+        mpijob_status_set_condition(r->status, MPIJOB_COND_CREATED, true, "MPIJobCreated", msg, r->now);
+        event(r, "Normal", "MPIJobCreated", "%s", msg);
+    }
+    if (!cJSON_GetObjectItemCaseSensitive(r->status, "startTime"))
+        json_set_string(r->status, "startTime", r->now);
+
+    /* Service, ConfigMap, Secret, in the order SPEC.md gives. */
+    rc = ensure(r, &KUBE_SERVICES, &ctx->services, job->name, build_service(job, &ctx->options), NULL);
+    if (rc < 0)
+        return rc;
+
+    int workers = job->worker.replicas;
+    char **running = calloc(workers > 0 ? (size_t)workers : 1, sizeof(char *));
+    struct kube_object **worker_objs = calloc(workers > 0 ? (size_t)workers : 1, sizeof(*worker_objs));
+    if (!running || !worker_objs) {
+        free(running);
+        free(worker_objs);
+        return KUBE_ENOMEM;
+    }
+    size_t n_running = 0;
+    struct replica_counts wc = {0};
+    for (int i = 0; i < workers; i++) {
+        char *name = mpijob_worker_name(job, i);
+        worker_objs[i] = name ? cache_get(&ctx->pods, job->namespace, name) : NULL;
+        free(name);
+        if (!worker_objs[i] || !owned_by_job(worker_objs[i], job))
+            continue;
+        cJSON *pod = kube_object_parse(worker_objs[i]);
+        switch (pod ? pod_state_of(pod) : POD_UNKNOWN) {
+        case POD_PENDING: wc.active++; break;
+        case POD_RUNNING:
+            wc.active++;
+            running[n_running++] = (char *)worker_objs[i]->name;
+            break;
+        case POD_SUCCEEDED: wc.succeeded++; break;
+        case POD_FAILED: wc.failed++; break;
+        default: break;
+        }
+        if (pod && pod_is_ready(pod))
+            wc.ready++;
+        cJSON_Delete(pod);
+    }
+
+    char *cm_name = mpijob_configmap_name(job);
+    struct kube_object *cm = NULL;
+    cJSON *desired_cm = build_configmap(job, &ctx->options, (const char *const *)running, n_running);
+    cJSON *desired_cm_copy = desired_cm ? cJSON_Duplicate(desired_cm, true) : NULL;
+    rc = cm_name ? ensure(r, &KUBE_CONFIGMAPS, &ctx->configmaps, cm_name, desired_cm, &cm) : KUBE_ENOMEM;
+    if (rc == 0 && cm && desired_cm_copy) {
+        /* discover_hosts.sh follows the Running workers: update the data when it changed. */
+        cJSON *have = kube_object_parse(cm);
+        cJSON *have_data = cJSON_GetObjectItemCaseSensitive(have, "data");
+        cJSON *want_data = cJSON_GetObjectItemCaseSensitive(desired_cm_copy, "data");
+        if (have && want_data && !cJSON_Compare(have_data, want_data, true)) {
+            cJSON_ReplaceItemInObjectCaseSensitive(have, "data", cJSON_Duplicate(want_data, true));
+            rc = kube_replace(ctx->client, &KUBE_CONFIGMAPS, job->namespace, cm_name, have, NULL, NULL);
+        }
+        cJSON_Delete(have);
+    }
+    kube_object_unref(cm);
+    cJSON_Delete(desired_cm_copy);
+    free(cm_name);
+
+    if (rc == 0) {
+        char *secret_name = mpijob_secret_name(job);
+        struct kube_object *secret = secret_name ? cache_get(&ctx->secrets, job->namespace, secret_name) : NULL;
+        cJSON *desired_secret = NULL;
+        if (!secret && secret_name) {
+            /* Keys only when the Secret has to be created: a key pair per job, made once. */
+            struct ssh_keypair keys = {0};
+            if (ssh_keypair_generate(&keys) == 0)
+                desired_secret = build_secret(job, &ctx->options, &keys);
+            ssh_keypair_free(&keys);
+        }
+        kube_object_unref(secret);
+        rc = secret_name ? ensure(r, &KUBE_SECRETS, &ctx->secrets, secret_name, desired_secret, NULL) : KUBE_ENOMEM;
+        free(secret_name);
+    }
+
+    /* Workers: the missing ones are created (none while suspended). */
+    bool all_ready = workers > 0;
+    for (int i = 0; rc == 0 && i < workers; i++) {
+        if (worker_objs[i]) {
+            if (!owned_by_job(worker_objs[i], job)) {
+                rc = ensure(r, &KUBE_PODS, &ctx->pods, worker_objs[i]->name, NULL, NULL);
+                break;
+            }
+            continue;
+        }
+        all_ready = false;
+        if (job->run_policy.suspend)
+            continue;
+        struct transport_report report = {0};
+        cJSON *pod = build_worker_pod(job, &ctx->options, i, &report);
+        char *name = mpijob_worker_name(job, i);
+        rc = name ? ensure(r, &KUBE_PODS, &ctx->pods, name, pod, NULL) : KUBE_ENOMEM;
+        free(name);
+        transport_report_free(&report);
+    }
+    if (wc.ready < workers)
+        all_ready = false;
+
+    /* The launcher: at once, or when every worker is Ready under WaitForWorkersReady. */
+    struct kube_object *launcher = NULL;
+    char *launcher_name = mpijob_launcher_name(job);
+    if (rc == 0 && launcher_name) {
+        launcher = cache_get(&ctx->jobs, job->namespace, launcher_name);
+        if (!launcher && (job->launcher_creation_policy == LAUNCHER_AT_STARTUP || all_ready)) {
+            struct transport_report report = {0};
+            cJSON *lj = build_launcher_job(job, &ctx->options, &report);
+            for (size_t i = 0; i < report.n_conflicts; i++)
+                event(r, "Warning", "TransportConflict", "%s", report.conflicts[i]);
+            char *unforwarded = transport_unforwarded_message(&report);
+            if (unforwarded)
+                event(r, "Warning", "TransportNotForwarded", "%s", unforwarded);
+            free(unforwarded);
+            transport_report_free(&report);
+            rc = ensure(r, &KUBE_JOBS, &ctx->jobs, launcher_name, lj, NULL);
+        } else if (launcher && !owned_by_job(launcher, job)) {
+            rc = ensure(r, &KUBE_JOBS, &ctx->jobs, launcher_name, NULL, NULL);
+        }
+    }
+    free(launcher_name);
+
+    /* Status from what the caches show. */
+    struct replica_counts lc = {0};
+    if (rc == 0 && launcher) {
+        cJSON *lj = kube_object_parse(launcher);
+        char reason[128] = "", message[512] = "";
+        enum job_state js = lj ? job_state_of(lj, reason, sizeof(reason), message, sizeof(message)) : JOB_ACTIVE;
+        cJSON_Delete(lj);
+        struct kube_object **lpods = NULL;
+        int n = informer_list_by_owner(ctx->pods.informers[0], launcher->uid, &lpods);
+        for (size_t s = 1; s < ctx->pods.count && n == 0; s++) {
+            kube_object_list_free(lpods, 0);
+            n = informer_list_by_owner(ctx->pods.informers[s], launcher->uid, &lpods);
+        }
+        char pod_reason[128] = "", pod_message[512] = "";
+        for (int i = 0; i < n; i++) {
+            cJSON *p = kube_object_parse(lpods[i]);
+            switch (p ? pod_state_of(p) : POD_UNKNOWN) {
+            case POD_PENDING: lc.active++; break;
+            case POD_RUNNING: lc.active++; break;
+            case POD_SUCCEEDED: lc.succeeded++; break;
+            case POD_FAILED:
+                lc.failed++;
+                pod_failure(p, pod_reason, sizeof(pod_reason), pod_message, sizeof(pod_message));
+                break;
+            default: break;
+            }
+            if (p && pod_is_ready(p))
+                lc.ready++;
+            cJSON_Delete(p);
+        }
+        kube_object_list_free(lpods, n > 0 ? (size_t)n : 0);
+
+        if (js == JOB_COMPLETE) {
+            char msg[300];
+            snprintf(msg, sizeof(msg), "MPIJob %s/%s successfully completed.", job->namespace, job->name);
+            finish(r, true, "MPIJobSucceeded", msg);
+        } else if (js == JOB_FAILED) {
+            char full_reason[300], msg[700];
+            if (strcmp(reason, "BackoffLimitExceeded") == 0 && pod_reason[0])
+                snprintf(full_reason, sizeof(full_reason), "%s/%s", reason, pod_reason);
+            else
+                snprintf(full_reason, sizeof(full_reason), "%s", reason);
+            snprintf(msg, sizeof(msg), "MPIJob %s/%s has failed: %s", job->namespace, job->name,
+                     pod_message[0] ? pod_message : message);
+            finish(r, false, full_reason, msg);
+        } else if (lc.active > 0 && lc.ready > 0 && workers > 0 && (int)n_running == workers) {
+            char msg[300];
+            snprintf(msg, sizeof(msg), "MPIJob %s/%s is running.", job->namespace, job->name);
+            bool was = mpijob_status_is_true(r->status, MPIJOB_COND_RUNNING);
+            mpijob_status_set_condition(r->status, MPIJOB_COND_RUNNING, true, "MPIJobRunning", msg, r->now);
+            if (!was)
+                event(r, "Normal", "MPIJobRunning", "%s", msg);
+        }
+    }
+    kube_object_unref(launcher);
+    if (rc == 0) {
+        mpijob_status_set_replicas(r->status, "Launcher", &lc);
+        if (workers > 0)
+            mpijob_status_set_replicas(r->status, "Worker", &wc);
+        if (mpijob_status_finished(r->status))
+            rc = clean_pods(r);
+    }
+
+    for (int i = 0; i < workers; i++)
+        kube_object_unref(worker_objs[i]);
+    free(worker_objs);
+    free(running);
+    return rc;
+}
+
+int reconcile_job(struct reconcile_ctx *ctx, const char *key, struct reconcile_result *result)
+{
+    result->requeue_after_ms = 0;
+    const char *slash = strchr(key, '/');
+    if (!slash)
+        return 0;
+    char ns[256], name[256];
+    snprintf(ns, sizeof(ns), "%.*s", (int)(slash - key), key);
+    snprintf(name, sizeof(name), "%s", slash + 1);
+
+    struct kube_object *obj = cache_get(&ctx->mpijobs, ns, name);
+    if (!obj)
+        return 0; /* deleted: its dependents go with it through their ownerReferences */
+    cJSON *tree = kube_object_parse(obj);
+    int deleting = obj->deleting;
+    kube_object_unref(obj);
+    if (!tree)
+        return KUBE_ENOMEM;
+
+    /* A job managed by another controller gets not a single request from us. */
+    const char *managed_by = json_string(tree, "spec.runPolicy.managedBy");
+    if (deleting || (managed_by && *managed_by && strcmp(managed_by, MPIJOB_CONTROLLER_NAME) != 0)) {
+        cJSON_Delete(tree);
+        return 0;
+    }
+
+    struct mpijob *job = NULL;
+    struct mpijob_problems problems = {0};
+    int rc = mpijob_parse(tree, &ctx->limits, &job, &problems);
+    if (rc == MPIJOB_EINVALID) {
+        rc = reject(ctx, tree, &problems, ns, name);
+        mpijob_problems_free(&problems);
+        cJSON_Delete(tree);
+        return rc;
+    }
+    mpijob_problems_free(&problems);
+    if (rc < 0) {
+        cJSON_Delete(tree);
+        return rc;
+    }
+
+    cJSON *old_status = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(tree, "status"), true);
+    struct run r = {.ctx = ctx, .job = job, .tree = tree, .status = json_ensure_object(tree, "status")};
+    clock_rfc3339(ctx->now ? ctx->now() : time(NULL), r.now);
+    r.target = (struct event_target){.api_version = "kubeflow.org/v2beta1", .kind = MPIJOB_KIND,
+                                     .namespace = job->namespace, .name = job->name, .uid = job->uid};
+    if (!r.status) {
+        rc = KUBE_ENOMEM;
+    } else {
+        rc = reconcile_valid(&r);
+        if (rc == RESOURCE_EXISTS)
+            rc = 0; /* reported in status and an event; nothing to retry until something changes */
+        int wrc = write_status(&r, old_status);
+        if (rc == 0)
+            rc = wrc;
+    }
+    cJSON_Delete(old_status);
+    cJSON_Delete(tree);
+    mpijob_free(job);
+    return rc;
+}

@@ -1,0 +1,318 @@
+/* The MPIJob controller against the API-server double: the ordered requests of a job's
+ * creation, status transitions driven by pod and Job status, and the jobs it must leave alone.
+ * The tests play the roles of the kubelet and the Job controller by writing status. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kube/client.h"
+#include "kube/config.h"
+#include "mpijob/builders.h"
+#include "mpijob/controller.h"
+#include "support/apiserver.h"
+#include "util/clock.h"
+#include "util/json.h"
+
+static struct test_apiserver srv;
+static struct kube_client *admin, *operator_client;
+static struct event_recorder *recorder;
+static struct controller *ctl;
+
+#define REQUIRE_DOUBLE()                                                                              \
+    do {                                                                                              \
+        if (!srv.is_double)                                                                           \
+            cr_skip_test("needs the API-server double (request log)");                                \
+    } while (0)
+
+static struct kube_client *new_client(void)
+{
+    struct kube_config *cfg = NULL;
+    char err[256];
+    cr_assert_eq(kube_config_load_kubeconfig(srv.kubeconfig, NULL, &cfg, err, sizeof(err)), 0, "%s", err);
+    struct kube_client_options opts = {.qps = -1, .backoff_base_ms = 20, .backoff_max_ms = 200};
+    struct kube_client *c = NULL;
+    cr_assert_eq(kube_client_new(cfg, &opts, &c), 0);
+    return c;
+}
+
+static void setup(void)
+{
+    cr_assert_eq(test_apiserver_start(&srv), 0);
+    admin = new_client();
+    operator_client = new_client();
+    cr_assert_eq(event_recorder_new(operator_client, "mpijob-operator", NULL, &recorder), 0);
+}
+
+static void start_controller(void)
+{
+    struct controller_config cfg = {.client = operator_client, .threads = 2, .events = recorder};
+    cr_assert_eq(controller_start(&cfg, &ctl), 0);
+}
+
+static void teardown(void)
+{
+    controller_stop(ctl);
+    ctl = NULL;
+    event_recorder_free(recorder);
+    kube_client_free(operator_client);
+    kube_client_free(admin);
+    test_apiserver_stop(&srv);
+}
+
+static const char *JOB =
+    "{\"apiVersion\":\"kubeflow.org/v2beta1\",\"kind\":\"MPIJob\",\"metadata\":{\"name\":\"%s\"},\"spec\":{"
+    "\"slotsPerWorker\":1,%s\"mpiReplicaSpecs\":{"
+    "\"Launcher\":{\"replicas\":1,\"template\":{\"spec\":{\"containers\":[{\"name\":\"launcher\",\"image\":\"w\","
+    "\"command\":[\"mpirun\",\"-np\",\"2\",\"mpijob-worker\",\"train\"]}]}}},"
+    "\"Worker\":{\"replicas\":2,\"template\":{\"spec\":{\"containers\":[{\"name\":\"worker\",\"image\":\"w\"}]}}}}}}";
+
+static void create_job(const char *name, const char *extra_spec)
+{
+    char text[4096];
+    snprintf(text, sizeof(text), JOB, name, extra_spec ? extra_spec : "");
+    cJSON *job = cJSON_Parse(text);
+    cr_assert_not_null(job);
+    cr_assert_eq(kube_create(admin, &MPIJOB_RESOURCE_V2BETA1, "default", job, NULL, NULL), 0);
+    cJSON_Delete(job);
+}
+
+static cJSON *get_job(const char *name)
+{
+    cJSON *out = NULL;
+    kube_get(admin, &MPIJOB_RESOURCE_V2BETA1, "default", name, &out, NULL);
+    return out;
+}
+
+static bool condition_true(const char *job_name, const char *type, const char *reason)
+{
+    cJSON *job = get_job(job_name);
+    bool found = false;
+    cJSON *c;
+    cJSON_ArrayForEach(c, json_path(job, "status.conditions")) {
+        const char *t = json_string(c, "type"), *s = json_string(c, "status"), *r = json_string(c, "reason");
+        if (t && s && strcmp(t, type) == 0 && strcmp(s, "True") == 0 && (!reason || (r && strcmp(r, reason) == 0)))
+            found = true;
+    }
+    cJSON_Delete(job);
+    return found;
+}
+
+static bool wait_condition(const char *job_name, const char *type, const char *reason, uint64_t ms)
+{
+    uint64_t end = clock_now_ms() + ms;
+    while (clock_now_ms() < end) {
+        if (condition_true(job_name, type, reason))
+            return true;
+        clock_sleep_ms(50);
+    }
+    return condition_true(job_name, type, reason);
+}
+
+static bool exists(const struct kube_resource *res, const char *name)
+{
+    return kube_get(admin, res, "default", name, NULL, NULL) == 0;
+}
+
+static bool wait_exists(const struct kube_resource *res, const char *name, uint64_t ms)
+{
+    uint64_t end = clock_now_ms() + ms;
+    while (clock_now_ms() < end) {
+        if (exists(res, name))
+            return true;
+        clock_sleep_ms(50);
+    }
+    return exists(res, name);
+}
+
+/* The writes (create/update/patch/delete) of the log, as "verb resource/name". */
+static char *writes(void)
+{
+    cJSON *log = test_apiserver_log(&srv, 0);
+    static char out[8192];
+    out[0] = 0;
+    cJSON *e;
+    cJSON_ArrayForEach(e, log) {
+        const char *verb = json_string(e, "verb"), *res = json_string(e, "resource");
+        if (!verb || strcmp(verb, "get") == 0 || strcmp(verb, "list") == 0 || strcmp(verb, "watch") == 0)
+            continue;
+        if (strcmp(res, "events") == 0)
+            continue;
+        const char *sub = json_string(e, "subresource"), *name = json_string(e, "name");
+        long long code = json_int(e, "code", 0);
+        char line[256];
+        /* creates carry the name in the body */
+        if (!name || !*name)
+            name = json_string(e, "body.metadata.name");
+        snprintf(line, sizeof(line), "%s %s%s%s/%s %lld\n", verb, res, sub && *sub ? "/" : "", sub ? sub : "",
+                 name ? name : "?", code);
+        strncat(out, line, sizeof(out) - strlen(out) - 1);
+    }
+    cJSON_Delete(log);
+    return out;
+}
+
+/* Plays the kubelet: sets a pod Running (and Ready). */
+static void set_pod_running(const char *name)
+{
+    struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE, .subresource = "status"};
+    cr_assert_eq(kube_patch(admin, &KUBE_PODS, "default", name,
+                            "{\"status\":{\"phase\":\"Running\",\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}",
+                            &po, NULL, NULL), 0, "pod %s", name);
+}
+
+/* Plays the Job controller: a launcher pod owned by the launcher Job, Running. */
+static void start_launcher_pod(const char *job_name)
+{
+    char lname[128];
+    snprintf(lname, sizeof(lname), "%s-launcher", job_name);
+    cJSON *lj = NULL;
+    cr_assert_eq(kube_get(admin, &KUBE_JOBS, "default", lname, &lj, NULL), 0);
+    char text[2048];
+    snprintf(text, sizeof(text),
+             "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"%s-abcde\",\"labels\":{"
+             "\"training.kubeflow.org/operator-name\":\"mpijob-operator\",\"training.kubeflow.org/job-name\":\"%s\","
+             "\"training.kubeflow.org/job-role\":\"launcher\"},\"ownerReferences\":[{\"apiVersion\":\"batch/v1\","
+             "\"kind\":\"Job\",\"name\":\"%s\",\"uid\":\"%s\",\"controller\":true}]},"
+             "\"spec\":{\"containers\":[{\"name\":\"launcher\",\"image\":\"w\"}]}}",
+             lname, job_name, lname, json_string(lj, "metadata.uid"));
+    cJSON_Delete(lj);
+    cJSON *pod = cJSON_Parse(text);
+    cr_assert_eq(kube_create(admin, &KUBE_PODS, "default", pod, NULL, NULL), 0);
+    cJSON_Delete(pod);
+    char pname[160];
+    snprintf(pname, sizeof(pname), "%s-abcde", lname);
+    set_pod_running(pname);
+}
+
+static void set_launcher_job_condition(const char *job_name, const char *type, const char *reason)
+{
+    char lname[128], patch[512];
+    snprintf(lname, sizeof(lname), "%s-launcher", job_name);
+    snprintf(patch, sizeof(patch), "{\"status\":{\"conditions\":[{\"type\":\"%s\",\"status\":\"True\",\"reason\":\"%s\","
+             "\"message\":\"from the test\"}]}}", type, reason);
+    struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE, .subresource = "status"};
+    cr_assert_eq(kube_patch(admin, &KUBE_JOBS, "default", lname, patch, &po, NULL, NULL), 0);
+}
+
+TestSuite(controller, .init = setup, .fini = teardown, .timeout = 90);
+
+Test(controller, creates_every_object_in_order_then_follows_the_job_to_success)
+{
+    REQUIRE_DOUBLE();
+    start_controller();
+    create_job("pi", NULL);
+    cr_assert(wait_exists(&KUBE_JOBS, "pi-launcher", 10000), "launcher Job created");
+    cr_assert(wait_condition("pi", "Created", "MPIJobCreated", 5000));
+    clock_sleep_ms(300);
+    char *w = writes();
+    const char *expected_prefix =
+        "create mpijobs/pi 201\n"
+        "create services/pi 201\n"
+        "create configmaps/pi-config 201\n"
+        "create secrets/pi-ssh 201\n"
+        "create pods/pi-worker-0 201\n"
+        "create pods/pi-worker-1 201\n"
+        "create jobs/pi-launcher 201\n"
+        "update mpijobs/status/pi 200\n";
+    cr_assert_eq(strncmp(w, expected_prefix, strlen(expected_prefix)), 0, "request log:\n%s", w);
+
+    /* Every object is controlled by the job and labelled. */
+    cJSON *pod = NULL;
+    cr_assert_eq(kube_get(admin, &KUBE_PODS, "default", "pi-worker-1", &pod, NULL), 0);
+    cr_assert_str_eq(json_string(cJSON_GetArrayItem(json_path(pod, "metadata.ownerReferences"), 0), "kind"), "MPIJob");
+    cr_assert_str_eq(cJSON_GetObjectItem(json_path(pod, "metadata.labels"), "training.kubeflow.org/job-role")->valuestring,
+                     "worker");
+    cJSON_Delete(pod);
+
+    set_pod_running("pi-worker-0");
+    set_pod_running("pi-worker-1");
+    start_launcher_pod("pi");
+    cr_assert(wait_condition("pi", "Running", "MPIJobRunning", 10000), "Running when launcher and workers run");
+
+    set_launcher_job_condition("pi", "Complete", "");
+    cr_assert(wait_condition("pi", "Succeeded", "MPIJobSucceeded", 10000));
+    cJSON *job = get_job("pi");
+    cr_assert_not_null(json_string(job, "status.completionTime"));
+    cr_assert_str_eq(json_string(cJSON_GetArrayItem(json_path(job, "status.conditions"),
+                                                    cJSON_GetArraySize(json_path(job, "status.conditions")) - 1), "type"),
+                     "Succeeded", "the latest condition is last");
+    cJSON_Delete(job);
+    /* cleanPodPolicy Running (the default): the Running workers are deleted */
+    uint64_t end = clock_now_ms() + 10000;
+    while (clock_now_ms() < end && (exists(&KUBE_PODS, "pi-worker-0") || exists(&KUBE_PODS, "pi-worker-1")))
+        clock_sleep_ms(50);
+    cr_assert(!exists(&KUBE_PODS, "pi-worker-0") && !exists(&KUBE_PODS, "pi-worker-1"));
+}
+
+Test(controller, launcher_failure_fails_the_job_with_its_reason)
+{
+    start_controller();
+    create_job("bad", NULL);
+    cr_assert(wait_exists(&KUBE_JOBS, "bad-launcher", 10000));
+    set_launcher_job_condition("bad", "Failed", "BackoffLimitExceeded");
+    cr_assert(wait_condition("bad", "Failed", NULL, 10000));
+    cJSON *job = get_job("bad");
+    cr_assert_not_null(json_string(job, "status.completionTime"));
+    cJSON_Delete(job);
+}
+
+Test(controller, invalid_spec_fails_with_every_bad_field_and_an_event)
+{
+    start_controller();
+    create_job("inv", "\"slotsPerWorker\":0,\"mpiImplementation\":\"LAM\",");
+    cr_assert(wait_condition("inv", "Failed", "InvalidSpec", 10000));
+    cJSON *job = get_job("inv");
+    const cJSON *c = cJSON_GetArrayItem(json_path(job, "status.conditions"), 0);
+    const char *msg = json_string(c, "message");
+    cr_assert_not_null(strstr(msg, "spec.slotsPerWorker"), "%s", msg);
+    cr_assert_not_null(strstr(msg, "spec.mpiImplementation"), "%s", msg);
+    cJSON_Delete(job);
+    cr_assert(!exists(&KUBE_SERVICES, "inv"), "nothing is created for an invalid job");
+    event_recorder_flush(recorder);
+    struct kube_list_opts lo = {.field_selector = "reason=InvalidSpec"};
+    cJSON *items = NULL;
+    cr_assert_eq(kube_list_all(admin, &KUBE_EVENTS, "default", &lo, &items, NULL, NULL), 0);
+    cr_assert_geq(cJSON_GetArraySize(items), 1, "a Warning event InvalidSpec");
+    cJSON_Delete(items);
+}
+
+Test(controller, foreign_managed_by_gets_not_a_single_request)
+{
+    REQUIRE_DOUBLE();
+    start_controller();
+    create_job("theirs", "\"runPolicy\":{\"managedBy\":\"kueue.x-k8s.io/multikueue\"},");
+    create_job("ours", NULL);
+    cr_assert(wait_exists(&KUBE_JOBS, "ours-launcher", 10000));
+    clock_sleep_ms(500);
+    char *w = writes();
+    cr_assert_null(strstr(w, "theirs-"), "no object for the foreign job:\n%s", w);
+    cr_assert_null(strstr(w, "mpijobs/status/theirs"), "no status write for the foreign job:\n%s", w);
+}
+
+Test(controller, an_object_with_our_name_that_is_not_ours_is_left_alone)
+{
+    const char *cm = "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"taken-config\",\"labels\":{"
+                     "\"training.kubeflow.org/operator-name\":\"mpijob-operator\",\"training.kubeflow.org/job-name\":"
+                     "\"taken\"}},\"data\":{\"mine\":\"yes\"}}";
+    cJSON *obj = cJSON_Parse(cm);
+    cr_assert_eq(kube_create(admin, &KUBE_CONFIGMAPS, "default", obj, NULL, NULL), 0);
+    cJSON_Delete(obj);
+    start_controller();
+    create_job("taken", NULL);
+    uint64_t end = clock_now_ms() + 10000;
+    bool reported = false;
+    while (clock_now_ms() < end && !reported) {
+        cJSON *job = get_job("taken");
+        const char *reason = json_string(cJSON_GetArrayItem(json_path(job, "status.conditions"), 0), "reason");
+        reported = reason && strcmp(reason, "ErrResourceExists") == 0;
+        cJSON_Delete(job);
+        clock_sleep_ms(50);
+    }
+    cr_assert(reported, "condition says ErrResourceExists");
+    cJSON *have = NULL;
+    cr_assert_eq(kube_get(admin, &KUBE_CONFIGMAPS, "default", "taken-config", &have, NULL), 0);
+    cr_assert_str_eq(json_string(have, "data.mine"), "yes", "untouched");
+    cJSON_Delete(have);
+    cr_assert(!exists(&KUBE_PODS, "taken-worker-0"), "no further objects");
+}
