@@ -1,104 +1,237 @@
 /* mpijob-operator: watches MPIJob resources and drives their launcher and worker pods.
- *
- * This build provides the Kubernetes client foundation (src/kube) and a connectivity check;
- * the MPIJob controller itself lands in src/mpijob. */
+ * flags -> config -> client -> controller, until SIGTERM or SIGINT. */
 #include <getopt.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kube/client.h"
 #include "kube/config.h"
+#include "kube/events.h"
+#include "mpijob/controller.h"
 #include "util/log.h"
+
+#define MAX_NAMESPACES 64
+
+struct flags {
+    const char *kubeconfig, *context;
+    const char *namespaces[MAX_NAMESPACES];
+    size_t n_namespaces;
+    int threads;
+    double qps;
+    int burst;
+    const char *cluster_domain;
+    const char *gang_scheduling;
+    int max_workers;
+    int leader_elect;
+    int check;
+};
 
 static void usage(FILE *out)
 {
     fprintf(out,
             "Usage: mpijob-operator [options]\n"
             "\n"
-            "Kubernetes operator for kubeflow.org MPIJob resources.\n"
+            "Kubernetes operator for kubeflow.org MPIJob resources (v2beta1, v1alpha2).\n"
             "\n"
-            "This build contains the Kubernetes API client only: it loads the configuration,\n"
-            "connects to the API server and reports its version (--check). The MPIJob\n"
-            "controller is not part of this build yet.\n"
-            "\n"
-            "Options:                     default\n"
-            "  --kubeconfig PATH          $KUBECONFIG, ~/.kube/config, else in-cluster\n"
-            "  --context NAME             the kubeconfig's current-context\n"
-            "  --check                    connect, print the server version, exit\n"
-            "  --log-format text|json     text\n"
-            "  -v                         verbose (debug) logging\n"
-            "  -h, --help                 this help\n");
+            "Options:                         default\n"
+            "  --kubeconfig PATH              $KUBECONFIG, ~/.kube/config, else in-cluster\n"
+            "  --context NAME                 the kubeconfig's current-context\n"
+            "  --namespace NS                 every namespace (repeatable)\n"
+            "  --threads N                    2 (reconcile threads)\n"
+            "  --qps Q                        20 (client-side API request rate)\n"
+            "  --burst N                      30\n"
+            "  --cluster-domain D             none (host names end in .svc)\n"
+            "  --gang-scheduling NAME         none; volcano, or a scheduler-plugins scheduler name\n"
+            "  --max-workers N                10000 (jobs asking for more are invalid)\n"
+            "  --leader-elect=false           false (leader election is not part of this build)\n"
+            "  --log-format text|json         text\n"
+            "  --check                        connect, print the server version, exit\n"
+            "  -v                             verbose (debug) logging\n"
+            "  -h, --help                     this help\n");
 }
 
-int main(int argc, char **argv)
+static int parse_int(const char *flag, const char *value, int min, int max, int *out)
 {
-    static const struct option long_opts[] = {
-        {"kubeconfig", required_argument, NULL, 'k'}, {"context", required_argument, NULL, 'c'},
-        {"check", no_argument, NULL, 'C'},           {"log-format", required_argument, NULL, 'f'},
-        {"help", no_argument, NULL, 'h'},            {NULL, 0, NULL, 0}};
-    const char *kubeconfig = NULL, *context = NULL;
-    int check = 0, opt;
-    while ((opt = getopt_long(argc, argv, "hv", long_opts, NULL)) != -1) {
+    char *end;
+    long v = strtol(value, &end, 10);
+    if (!*value || *end || v < min || v > max) {
+        fprintf(stderr, "mpijob-operator: %s must be an integer from %d to %d, got '%s'\n", flag, min, max, value);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+/* 0 to run, 1 to exit 0 (help), 2 for a usage error. */
+static int parse_flags(int argc, char **argv, struct flags *f)
+{
+    enum { KUBECONFIG = 256, CONTEXT, NAMESPACE, THREADS, QPS, BURST, DOMAIN, GANG, MAXW, LEADER, LOGFMT, CHECK };
+    static const struct option opts[] = {
+        {"kubeconfig", required_argument, NULL, KUBECONFIG}, {"context", required_argument, NULL, CONTEXT},
+        {"namespace", required_argument, NULL, NAMESPACE},   {"threads", required_argument, NULL, THREADS},
+        {"qps", required_argument, NULL, QPS},               {"burst", required_argument, NULL, BURST},
+        {"cluster-domain", required_argument, NULL, DOMAIN}, {"gang-scheduling", required_argument, NULL, GANG},
+        {"max-workers", required_argument, NULL, MAXW},      {"leader-elect", optional_argument, NULL, LEADER},
+        {"log-format", required_argument, NULL, LOGFMT},     {"check", no_argument, NULL, CHECK},
+        {"help", no_argument, NULL, 'h'},                    {NULL, 0, NULL, 0}};
+    *f = (struct flags){.threads = 2, .qps = 20, .burst = 30, .max_workers = 10000};
+    int opt;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, "hv", opts, NULL)) != -1) {
         switch (opt) {
-        case 'k': kubeconfig = optarg; break;
-        case 'c': context = optarg; break;
-        case 'C': check = 1; break;
-        case 'f':
-            if (strcmp(optarg, "json") == 0)
-                log_set_format(LOG_JSON);
-            else if (strcmp(optarg, "text") != 0) {
-                fprintf(stderr, "mpijob-operator: --log-format must be text or json\n");
-                usage(stderr);
+        case KUBECONFIG: f->kubeconfig = optarg; break;
+        case CONTEXT: f->context = optarg; break;
+        case NAMESPACE:
+            if (!*optarg || f->n_namespaces == MAX_NAMESPACES) {
+                fprintf(stderr, "mpijob-operator: --namespace needs a name (at most %d)\n", MAX_NAMESPACES);
+                return 2;
+            }
+            f->namespaces[f->n_namespaces++] = optarg;
+            break;
+        case THREADS:
+            if (parse_int("--threads", optarg, 1, 256, &f->threads) < 0)
+                return 2;
+            break;
+        case QPS: {
+            char *end;
+            f->qps = strtod(optarg, &end);
+            if (!*optarg || *end || f->qps <= 0 || f->qps > 100000) {
+                fprintf(stderr, "mpijob-operator: --qps must be a number above 0, got '%s'\n", optarg);
                 return 2;
             }
             break;
+        }
+        case BURST:
+            if (parse_int("--burst", optarg, 1, 100000, &f->burst) < 0)
+                return 2;
+            break;
+        case DOMAIN: f->cluster_domain = optarg; break;
+        case GANG: f->gang_scheduling = *optarg ? optarg : NULL; break;
+        case MAXW:
+            if (parse_int("--max-workers", optarg, 1, 1000000, &f->max_workers) < 0)
+                return 2;
+            break;
+        case LEADER:
+            if (!optarg || strcmp(optarg, "true") == 0) {
+                fprintf(stderr, "mpijob-operator: leader election is not part of this build; "
+                                "run one replica with --leader-elect=false\n");
+                return 2;
+            }
+            if (strcmp(optarg, "false") != 0) {
+                fprintf(stderr, "mpijob-operator: --leader-elect takes true or false, got '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        case LOGFMT:
+            if (strcmp(optarg, "json") == 0)
+                log_set_format(LOG_JSON);
+            else if (strcmp(optarg, "text") != 0) {
+                fprintf(stderr, "mpijob-operator: --log-format must be text or json, got '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        case CHECK: f->check = 1; break;
         case 'v': log_set_level(LOG_DEBUG); break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        case 'h': usage(stdout); return 1;
+        default:
+            fprintf(stderr, "mpijob-operator: unknown or incomplete option '%s'\n", argv[optind - 1]);
+            return 2;
         }
     }
     if (optind < argc) {
         fprintf(stderr, "mpijob-operator: unexpected argument '%s'\n", argv[optind]);
-        usage(stderr);
         return 2;
     }
-    if (!check) {
-        fprintf(stderr, "mpijob-operator: the MPIJob controller is not part of this build; "
-                        "use --check to test the connection to the API server\n");
-        return 1;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct flags f;
+    int prc = parse_flags(argc, argv, &f);
+    if (prc == 1)
+        return 0;
+    if (prc == 2) {
+        usage(stderr);
+        return 2;
     }
 
     char err[512] = "";
     struct kube_config *cfg = NULL;
     int rc;
-    if (kubeconfig || getenv("KUBECONFIG") || !getenv("KUBERNETES_SERVICE_HOST"))
-        rc = kube_config_load_kubeconfig(kubeconfig, context, &cfg, err, sizeof(err));
+    if (f.kubeconfig || getenv("KUBECONFIG") || !getenv("KUBERNETES_SERVICE_HOST"))
+        rc = kube_config_load_kubeconfig(f.kubeconfig, f.context, &cfg, err, sizeof(err));
     else
         rc = kube_config_load_in_cluster(NULL, &cfg, err, sizeof(err));
     if (rc < 0) {
         log_error("cannot load the API server configuration", "error=\"%s\"", err);
         return 1;
     }
+    struct kube_client_options copts = {.qps = f.qps, .burst = f.burst};
     struct kube_client *client = NULL;
-    rc = kube_client_new(cfg, NULL, &client);
+    rc = kube_client_new(cfg, &copts, &client);
     if (rc < 0) {
         log_error("cannot create the API client", "error=\"%s\"", kube_strerror(rc));
         return 1;
     }
-    cJSON *version = NULL;
-    struct kube_status st = {.retry_after_s = -1};
-    rc = kube_request(client, "GET", "/version", NULL, NULL, NULL, &version, &st);
-    if (rc < 0) {
-        log_error("API server unreachable", "error=\"%s\" message=\"%s\"", kube_strerror(rc),
-                  st.message ? st.message : "");
-    } else {
-        cJSON *gv = cJSON_GetObjectItemCaseSensitive(version, "gitVersion");
-        printf("connected to %s, Kubernetes %s\n", kube_client_config(client)->server,
-               cJSON_IsString(gv) ? gv->valuestring : "(unknown version)");
+
+    if (f.check) {
+        cJSON *version = NULL;
+        struct kube_status st = {.retry_after_s = -1};
+        rc = kube_request(client, "GET", "/version", NULL, NULL, NULL, &version, &st);
+        if (rc < 0)
+            log_error("API server unreachable", "error=\"%s\" message=\"%s\"", kube_strerror(rc),
+                      st.message ? st.message : "");
+        else
+            printf("connected to %s, Kubernetes %s\n", kube_client_config(client)->server,
+                   cJSON_IsString(cJSON_GetObjectItem(version, "gitVersion"))
+                       ? cJSON_GetObjectItem(version, "gitVersion")->valuestring
+                       : "(unknown version)");
+        kube_status_clear(&st);
+        cJSON_Delete(version);
+        kube_client_free(client);
+        return rc < 0 ? 1 : 0;
     }
-    kube_status_clear(&st);
-    cJSON_Delete(version);
+
+    /* Signals are taken by sigwait below, never by the worker threads. */
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGTERM);
+    sigaddset(&stop_signals, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
+
+    char host[HOST_NAME_MAX + 1] = "";
+    gethostname(host, sizeof(host));
+    struct event_recorder *events = NULL;
+    if (event_recorder_new(client, "mpijob-operator", host, &events) < 0) {
+        kube_client_free(client);
+        return 1;
+    }
+    struct controller_config ccfg = {
+        .client = client,
+        .namespaces = f.namespaces,
+        .n_namespaces = f.n_namespaces,
+        .threads = f.threads,
+        .options = {.cluster_domain = f.cluster_domain, .gang_scheduler = f.gang_scheduling},
+        .limits = {.max_workers = f.max_workers},
+        .events = events,
+    };
+    struct controller *ctl = NULL;
+    rc = controller_start(&ccfg, &ctl);
+    if (rc < 0) {
+        log_error("controller did not start", "error=\"%s\"", kube_strerror(rc));
+    } else {
+        int sig = 0;
+        sigwait(&stop_signals, &sig);
+        log_info("stopping", "signal=%s", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+        controller_stop(ctl);
+    }
+    event_recorder_free(events);
     kube_client_free(client);
     return rc < 0 ? 1 : 0;
 }

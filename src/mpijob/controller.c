@@ -62,7 +62,11 @@ static void *worker(void *arg)
         int rc = reconcile_job(&c->ctx, key, &res);
         c->reconciles++;
         if (rc < 0) {
-            log_info("reconcile failed; retrying with backoff", "job=%s error=\"%s\"", key, kube_strerror(rc));
+            /* A Conflict only means the cache was behind our own last write: routine. */
+            if (rc == KUBE_ECONFLICT)
+                log_debug("reconcile saw a stale object; retrying", "job=%s", key);
+            else
+                log_info("reconcile failed; retrying with backoff", "job=%s error=\"%s\"", key, kube_strerror(rc));
             workqueue_add_rate_limited(c->queue, key);
         } else {
             workqueue_forget(c->queue, key);
