@@ -38,8 +38,27 @@ struct run {
     cJSON *tree;   /* the MPIJob as cached (private copy) */
     cJSON *status; /* the status being computed (owned by tree) */
     char now[21];
+    time_t now_t;
+    struct reconcile_result *result;
     struct event_target target;
 };
+
+static void requeue_in(struct run *r, long long seconds)
+{
+    uint64_t ms = seconds > 0 ? (uint64_t)seconds * 1000 : 1;
+    if (!r->result->requeue_after_ms || ms < r->result->requeue_after_ms)
+        r->result->requeue_after_ms = ms;
+}
+
+/* Seconds since the RFC 3339 time in status field `name`, or -1 when unset or unreadable. */
+static long long seconds_since(struct run *r, const char *name)
+{
+    const char *t = json_string(r->status, name);
+    time_t then;
+    if (!t || clock_parse_rfc3339(t, &then) < 0)
+        return -1;
+    return (long long)(r->now_t - then);
+}
 
 static void event(struct run *r, const char *type, const char *reason, const char *fmt, const char *arg)
 {
@@ -97,6 +116,28 @@ static int delete_pod(struct run *r, const struct kube_object *pod)
     struct kube_delete_opts opts = {.precondition_uid = pod->uid, .grace_period_s = -1};
     int rc = kube_delete(r->ctx->client, &KUBE_PODS, pod->namespace, pod->name, &opts, NULL, NULL);
     return rc == KUBE_ENOTFOUND || rc == KUBE_ECONFLICT ? 0 : rc;
+}
+
+static int delete_launcher_job(struct run *r)
+{
+    char *name = mpijob_launcher_name(r->job);
+    struct kube_delete_opts opts = {.propagation_policy = "Background", .grace_period_s = -1};
+    int rc = name ? kube_delete(r->ctx->client, &KUBE_JOBS, r->job->namespace, name, &opts, NULL, NULL) : KUBE_ENOMEM;
+    free(name);
+    return rc == KUBE_ENOTFOUND ? 0 : rc;
+}
+
+/* Every worker pod of the job, whatever its state (suspend). */
+static int delete_workers(struct run *r)
+{
+    struct kube_object **owned = NULL;
+    int n = cache_list_by_owner(&r->ctx->pods, r->job->namespace, r->job->uid, &owned);
+    int rc = 0;
+    for (int i = 0; i < n && rc == 0; i++)
+        if (!owned[i]->deleting)
+            rc = delete_pod(r, owned[i]);
+    kube_object_list_free(owned, n > 0 ? (size_t)n : 0);
+    return rc;
 }
 
 /* cleanPodPolicy on a finished job: All deletes every worker, Running the Pending and Running
@@ -181,6 +222,63 @@ out:
     return rc;
 }
 
+/* The launcher Job follows runPolicy.suspend. Resuming waits for Ready workers under
+ * WaitForWorkersReady, and first clears the Job's status.startTime through /status: a real
+ * kube-apiserver refuses to unsuspend a Job that keeps the startTime of its earlier run. */
+static int mirror_suspend(struct run *r, const struct kube_object *launcher, bool suspend, bool may_start)
+{
+    cJSON *lj = kube_object_parse(launcher);
+    if (!lj)
+        return KUBE_ENOMEM;
+    bool is_suspended = json_bool(lj, "spec.suspend", false);
+    bool has_start = json_path(lj, "status.startTime") != NULL;
+    cJSON_Delete(lj);
+    struct kube_patch_opts merge = {.type = KUBE_PATCH_MERGE};
+    int rc = 0;
+    if (suspend && !is_suspended) {
+        rc = kube_patch(r->ctx->client, &KUBE_JOBS, launcher->namespace, launcher->name, "{\"spec\":{\"suspend\":true}}",
+                        &merge, NULL, NULL);
+    } else if (!suspend && is_suspended && may_start) {
+        if (has_start) {
+            struct kube_patch_opts status = {.type = KUBE_PATCH_MERGE, .subresource = "status"};
+            rc = kube_patch(r->ctx->client, &KUBE_JOBS, launcher->namespace, launcher->name,
+                            "{\"status\":{\"startTime\":null}}", &status, NULL, NULL);
+        }
+        if (rc == 0)
+            rc = kube_patch(r->ctx->client, &KUBE_JOBS, launcher->namespace, launcher->name,
+                            "{\"spec\":{\"suspend\":false}}", &merge, NULL, NULL);
+    }
+    return rc == KUBE_ENOTFOUND ? 0 : rc;
+}
+
+/* A worker that ended Failed while the job runs is deleted, so the next reconcile creates it
+ * afresh and the launcher's retry finds a complete set (the reference never does this, so its
+ * retries are futile). Replacements count against backoffLimit, kept in status.workerRestarts. */
+static void replace_failed_worker(struct run *r, const struct kube_object *obj, const cJSON *pod)
+{
+    char reason[128], message[512];
+    bool evicted = pod_failure(pod, reason, sizeof(reason), message, sizeof(message));
+    struct kube_delete_opts opts = {.precondition_uid = obj->uid, .grace_period_s = -1};
+    int rc = kube_delete(r->ctx->client, &KUBE_PODS, obj->namespace, obj->name, &opts, NULL, NULL);
+    if (rc < 0)
+        return; /* gone already (counted then) or not deletable now: the next reconcile sees it */
+    long long restarts = json_int(r->status, "workerRestarts", 0) + 1;
+    cJSON_DeleteItemFromObjectCaseSensitive(r->status, "workerRestarts");
+    cJSON_AddNumberToObject(r->status, "workerRestarts", (double)restarts);
+    char msg[800];
+    snprintf(msg, sizeof(msg), "worker %s failed (%s): %s", obj->name, reason, message);
+    log_info("replacing failed worker", "job=%s/%s pod=%s reason=%s restarts=%lld", r->job->namespace,
+             r->job->name, obj->name, reason, restarts);
+    if (restarts > r->job->run_policy.backoff_limit) {
+        char full[900];
+        snprintf(full, sizeof(full), "MPIJob %s/%s has failed: %s; %lld worker replacements exceed backoffLimit %d",
+                 r->job->namespace, r->job->name, msg, restarts, r->job->run_policy.backoff_limit);
+        finish(r, false, evicted ? "MPIJobEvicted" : "WorkerFailed", full);
+        return;
+    }
+    mpijob_status_set_condition(r->status, MPIJOB_COND_RESTARTING, true, "MPIJobRestarting", msg, r->now);
+}
+
 static int reconcile_valid(struct run *r)
 {
     struct reconcile_ctx *ctx = r->ctx;
@@ -191,6 +289,23 @@ static int reconcile_valid(struct run *r)
         rc = clean_pods(r);
         if (!cJSON_GetObjectItemCaseSensitive(r->status, "completionTime"))
             json_set_string(r->status, "completionTime", r->now);
+        /* ttlSecondsAfterFinished deletes the MPIJob itself, and with it its dependents. */
+        long long ttl = job->run_policy.ttl_after_finished_s;
+        long long done_for = seconds_since(r, "completionTime");
+        if (rc == 0 && ttl >= 0 && done_for >= 0) {
+            if (done_for >= ttl) {
+                struct kube_delete_opts opts = {.precondition_uid = job->uid, .propagation_policy = "Background",
+                                                .grace_period_s = -1};
+                rc = kube_delete(ctx->client, &MPIJOB_RESOURCE_V2BETA1, job->namespace, job->name, &opts, NULL, NULL);
+                if (rc == KUBE_ENOTFOUND || rc == KUBE_ECONFLICT)
+                    rc = 0;
+                if (rc == 0)
+                    log_info("deleted finished MPIJob after its TTL", "job=%s/%s ttl=%lld", job->namespace,
+                             job->name, ttl);
+            } else {
+                requeue_in(r, ttl - done_for);
+            }
+        }
         return rc;
     }
 
@@ -200,8 +315,37 @@ static int reconcile_valid(struct run *r)
         mpijob_status_set_condition(r->status, MPIJOB_COND_CREATED, true, "MPIJobCreated", msg, r->now);
         event(r, "Normal", "MPIJobCreated", "%s", msg);
     }
-    if (!cJSON_GetObjectItemCaseSensitive(r->status, "startTime"))
+    /* Suspend and resume. Resuming restarts the clock: startTime is reset. */
+    bool suspended = job->run_policy.suspend;
+    if (suspended) {
+        if (mpijob_status_set_condition(r->status, MPIJOB_COND_SUSPENDED, true, "MPIJobSuspended",
+                                        "MPIJob suspended", r->now) > 0)
+            event(r, "Normal", "MPIJobSuspended", "%s", "MPIJob suspended");
+        if (mpijob_status_condition(r->status, MPIJOB_COND_RUNNING))
+            mpijob_status_set_condition(r->status, MPIJOB_COND_RUNNING, false, "MPIJobSuspended",
+                                        "MPIJob suspended", r->now);
+        cJSON_DeleteItemFromObjectCaseSensitive(r->status, "startTime");
+    } else if (mpijob_status_is_true(r->status, MPIJOB_COND_SUSPENDED)) {
+        mpijob_status_set_condition(r->status, MPIJOB_COND_SUSPENDED, false, "MPIJobResumed", "MPIJob resumed", r->now);
+        event(r, "Normal", "MPIJobResumed", "%s", "MPIJob resumed");
         json_set_string(r->status, "startTime", r->now);
+    }
+    if (!suspended && !cJSON_GetObjectItemCaseSensitive(r->status, "startTime"))
+        json_set_string(r->status, "startTime", r->now);
+
+    /* activeDeadlineSeconds, counted from the MPIJob's start. */
+    long long active_for = seconds_since(r, "startTime");
+    if (!suspended && job->run_policy.active_deadline_s > 0 && active_for >= 0) {
+        if (active_for >= job->run_policy.active_deadline_s) {
+            char msg[300];
+            snprintf(msg, sizeof(msg), "MPIJob %s/%s was active longer than its deadline of %llds.", job->namespace,
+                     job->name, job->run_policy.active_deadline_s);
+            finish(r, false, "DeadlineExceeded", msg);
+            rc = delete_launcher_job(r);
+            return rc == 0 ? clean_pods(r) : rc;
+        }
+        requeue_in(r, job->run_policy.active_deadline_s - active_for);
+    }
 
     /* Service, ConfigMap, Secret, in the order SPEC.md gives. */
     rc = ensure(r, &KUBE_SERVICES, &ctx->services, job->name, build_service(job, &ctx->options), NULL);
@@ -232,7 +376,11 @@ static int reconcile_valid(struct run *r)
             running[n_running++] = (char *)worker_objs[i]->name;
             break;
         case POD_SUCCEEDED: wc.succeeded++; break;
-        case POD_FAILED: wc.failed++; break;
+        case POD_FAILED:
+            wc.failed++;
+            if (!suspended && !worker_objs[i]->deleting)
+                replace_failed_worker(r, worker_objs[i], pod);
+            break;
         default: break;
         }
         if (pod && pod_is_ready(pod))
@@ -276,7 +424,9 @@ static int reconcile_valid(struct run *r)
         free(secret_name);
     }
 
-    /* Workers: the missing ones are created (none while suspended). */
+    /* Workers: the missing ones are created; while suspended every worker goes. */
+    if (rc == 0 && suspended)
+        rc = delete_workers(r);
     bool all_ready = workers > 0;
     for (int i = 0; rc == 0 && i < workers; i++) {
         if (worker_objs[i]) {
@@ -317,6 +467,8 @@ static int reconcile_valid(struct run *r)
             rc = ensure(r, &KUBE_JOBS, &ctx->jobs, launcher_name, lj, NULL);
         } else if (launcher && !owned_by_job(launcher, job)) {
             rc = ensure(r, &KUBE_JOBS, &ctx->jobs, launcher_name, NULL, NULL);
+        } else if (launcher) {
+            rc = mirror_suspend(r, launcher, suspended, job->launcher_creation_policy == LAUNCHER_AT_STARTUP || all_ready);
         }
     }
     free(launcher_name);
@@ -434,7 +586,9 @@ int reconcile_job(struct reconcile_ctx *ctx, const char *key, struct reconcile_r
 
     cJSON *old_status = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(tree, "status"), true);
     struct run r = {.ctx = ctx, .job = job, .tree = tree, .status = json_ensure_object(tree, "status")};
-    clock_rfc3339(ctx->now ? ctx->now() : time(NULL), r.now);
+    r.now_t = ctx->now ? ctx->now() : time(NULL);
+    r.result = result;
+    clock_rfc3339(r.now_t, r.now);
     r.target = (struct event_target){.api_version = "kubeflow.org/v2beta1", .kind = MPIJOB_KIND,
                                      .namespace = job->namespace, .name = job->name, .uid = job->uid};
     if (!r.status) {

@@ -10,6 +10,7 @@
 #include "kube/config.h"
 #include "mpijob/builders.h"
 #include "mpijob/controller.h"
+#include "mpijob/status.h"
 #include "support/apiserver.h"
 #include "util/clock.h"
 #include "util/json.h"
@@ -315,4 +316,171 @@ Test(controller, an_object_with_our_name_that_is_not_ours_is_left_alone)
     cr_assert_str_eq(json_string(have, "data.mine"), "yes", "untouched");
     cJSON_Delete(have);
     cr_assert(!exists(&KUBE_PODS, "taken-worker-0"), "no further objects");
+}
+
+/* Plays the kubelet: a pod ends Failed (OOM kill or eviction). */
+static void fail_pod(const char *name, bool evicted)
+{
+    struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE, .subresource = "status"};
+    const char *patch = evicted
+        ? "{\"status\":{\"phase\":\"Failed\",\"reason\":\"Evicted\",\"message\":\"The node was low on resource: memory.\"}}"
+        : "{\"status\":{\"phase\":\"Failed\",\"containerStatuses\":[{\"name\":\"worker\",\"state\":{\"terminated\":"
+          "{\"exitCode\":137,\"reason\":\"OOMKilled\"}}}]}}";
+    cr_assert_eq(kube_patch(admin, &KUBE_PODS, "default", name, patch, &po, NULL, NULL), 0);
+}
+
+static char *pod_uid(const char *name)
+{
+    cJSON *pod = NULL;
+    if (kube_get(admin, &KUBE_PODS, "default", name, &pod, NULL) != 0)
+        return NULL;
+    char *uid = strdup(json_string(pod, "metadata.uid"));
+    cJSON_Delete(pod);
+    return uid;
+}
+
+static bool wait_recreated(const char *name, const char *old_uid, uint64_t ms)
+{
+    uint64_t end = clock_now_ms() + ms;
+    while (clock_now_ms() < end) {
+        char *uid = pod_uid(name);
+        bool fresh = uid && strcmp(uid, old_uid) != 0;
+        free(uid);
+        if (fresh)
+            return true;
+        clock_sleep_ms(50);
+    }
+    return false;
+}
+
+static bool launcher_suspended(const char *job_name)
+{
+    char lname[128];
+    snprintf(lname, sizeof(lname), "%s-launcher", job_name);
+    cJSON *lj = NULL;
+    if (kube_get(admin, &KUBE_JOBS, "default", lname, &lj, NULL) != 0)
+        return false;
+    bool s = json_bool(lj, "spec.suspend", false);
+    cJSON_Delete(lj);
+    return s;
+}
+
+static void set_suspend(const char *job_name, bool suspend)
+{
+    struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE};
+    cr_assert_eq(kube_patch(admin, &MPIJOB_RESOURCE_V2BETA1, "default", job_name,
+                            suspend ? "{\"spec\":{\"runPolicy\":{\"suspend\":true}}}"
+                                    : "{\"spec\":{\"runPolicy\":{\"suspend\":false}}}",
+                            &po, NULL, NULL), 0);
+}
+
+static bool wait_gone(const struct kube_resource *res, const char *name, uint64_t ms)
+{
+    uint64_t end = clock_now_ms() + ms;
+    while (clock_now_ms() < end && exists(res, name))
+        clock_sleep_ms(50);
+    return !exists(res, name);
+}
+
+Test(controller, failed_worker_is_replaced_and_the_job_restarts)
+{
+    start_controller();
+    create_job("rs", NULL);
+    cr_assert(wait_exists(&KUBE_JOBS, "rs-launcher", 10000));
+    set_pod_running("rs-worker-0");
+    set_pod_running("rs-worker-1");
+    char *uid = pod_uid("rs-worker-1");
+    fail_pod("rs-worker-1", false);
+    cr_assert(wait_condition("rs", "Restarting", "MPIJobRestarting", 10000));
+    cr_assert(wait_recreated("rs-worker-1", uid, 10000), "the failed worker is recreated");
+    free(uid);
+    cJSON *job = get_job("rs");
+    const char *msg = json_string(mpijob_status_condition(cJSON_GetObjectItem(job, "status"), "Restarting"), "message");
+    cr_assert_not_null(strstr(msg, "OOMKilled"), "%s", msg);
+    cr_assert_eq(json_int(job, "status.workerRestarts", 0), 1);
+    cJSON_Delete(job);
+}
+
+Test(controller, evictions_past_the_backoff_limit_fail_the_job_and_clean_up)
+{
+    start_controller();
+    create_job("ev", "\"runPolicy\":{\"backoffLimit\":0,\"cleanPodPolicy\":\"All\"},");
+    cr_assert(wait_exists(&KUBE_JOBS, "ev-launcher", 10000));
+    cr_assert(wait_exists(&KUBE_PODS, "ev-worker-1", 10000));
+    set_pod_running("ev-worker-0");
+    fail_pod("ev-worker-1", true);
+    cr_assert(wait_condition("ev", "Failed", "MPIJobEvicted", 10000));
+    cr_assert(wait_gone(&KUBE_PODS, "ev-worker-0", 10000), "cleanPodPolicy All removes every worker");
+}
+
+Test(controller, suspended_at_creation_creates_no_workers_and_a_suspended_launcher)
+{
+    start_controller();
+    create_job("sus", "\"runPolicy\":{\"suspend\":true},");
+    cr_assert(wait_condition("sus", "Suspended", "MPIJobSuspended", 10000));
+    cr_assert(wait_exists(&KUBE_JOBS, "sus-launcher", 10000));
+    cr_assert(launcher_suspended("sus"));
+    clock_sleep_ms(300);
+    cr_assert(!exists(&KUBE_PODS, "sus-worker-0"));
+}
+
+Test(controller, suspend_while_running_then_resume_waits_for_ready_workers)
+{
+    start_controller();
+    create_job("sr", "\"launcherCreationPolicy\":\"WaitForWorkersReady\",");
+    cr_assert(wait_exists(&KUBE_PODS, "sr-worker-1", 10000));
+    clock_sleep_ms(300);
+    cr_assert(!exists(&KUBE_JOBS, "sr-launcher"), "WaitForWorkersReady: no launcher before Ready workers");
+    set_pod_running("sr-worker-0");
+    set_pod_running("sr-worker-1");
+    cr_assert(wait_exists(&KUBE_JOBS, "sr-launcher", 10000));
+
+    /* the Job controller would have started it */
+    struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE, .subresource = "status"};
+    cr_assert_eq(kube_patch(admin, &KUBE_JOBS, "default", "sr-launcher",
+                            "{\"status\":{\"startTime\":\"2026-11-21T10:00:00Z\",\"active\":1}}", &po, NULL, NULL), 0);
+
+    set_suspend("sr", true);
+    cr_assert(wait_condition("sr", "Suspended", "MPIJobSuspended", 10000));
+    cr_assert(wait_gone(&KUBE_PODS, "sr-worker-0", 10000) && wait_gone(&KUBE_PODS, "sr-worker-1", 10000),
+              "suspend deletes the workers");
+    uint64_t end = clock_now_ms() + 5000;
+    while (clock_now_ms() < end && !launcher_suspended("sr"))
+        clock_sleep_ms(50);
+    cr_assert(launcher_suspended("sr"));
+
+    set_suspend("sr", false);
+    cr_assert(wait_exists(&KUBE_PODS, "sr-worker-1", 10000), "resume recreates the workers");
+    clock_sleep_ms(400);
+    cr_assert(launcher_suspended("sr"), "the launcher stays suspended until the workers are Ready");
+    set_pod_running("sr-worker-0");
+    set_pod_running("sr-worker-1");
+    end = clock_now_ms() + 10000;
+    while (clock_now_ms() < end && launcher_suspended("sr"))
+        clock_sleep_ms(50);
+    cr_assert(!launcher_suspended("sr"), "unsuspended once the workers are Ready");
+    cJSON *lj = NULL;
+    cr_assert_eq(kube_get(admin, &KUBE_JOBS, "default", "sr-launcher", &lj, NULL), 0);
+    cr_assert_null(json_path(lj, "status.startTime"), "the Job's startTime was cleared before unsuspending");
+    cJSON_Delete(lj);
+    cr_assert(!condition_true("sr", "Suspended", NULL));
+}
+
+Test(controller, ttl_after_finished_deletes_the_mpijob)
+{
+    start_controller();
+    create_job("ttl", "\"runPolicy\":{\"ttlSecondsAfterFinished\":1},");
+    cr_assert(wait_exists(&KUBE_JOBS, "ttl-launcher", 10000));
+    set_launcher_job_condition("ttl", "Complete", "");
+    cr_assert(wait_condition("ttl", "Succeeded", NULL, 10000));
+    cr_assert(wait_gone(&MPIJOB_RESOURCE_V2BETA1, "ttl", 10000), "the MPIJob is deleted after its TTL");
+}
+
+Test(controller, active_deadline_fails_the_job)
+{
+    start_controller();
+    create_job("dl", "\"runPolicy\":{\"activeDeadlineSeconds\":1},");
+    cr_assert(wait_exists(&KUBE_JOBS, "dl-launcher", 10000));
+    cr_assert(wait_condition("dl", "Failed", "DeadlineExceeded", 10000));
+    cr_assert(wait_gone(&KUBE_JOBS, "dl-launcher", 10000), "the launcher Job is stopped");
 }
