@@ -36,6 +36,7 @@ struct kube_client {
     pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
     kube_request_observer observer;
     void *observer_ctx;
+    atomic_bool writes_fenced;
     atomic_ullong requests, retries, throttled_ms, token_reloads;
 };
 
@@ -143,6 +144,8 @@ void kube_client_stats(struct kube_client *c, struct kube_client_stats *out)
     out->throttled_ms = c->throttled_ms;
     out->token_reloads = c->token_reloads;
 }
+
+void kube_client_fence_writes(struct kube_client *c, bool fenced) { atomic_store(&c->writes_fenced, fenced); }
 
 void kube_client_set_observer(struct kube_client *c, kube_request_observer fn, void *ctx)
 {
@@ -453,6 +456,8 @@ static int execute(struct kube_client *c, const struct call *call, cJSON **out,
     if (st) {
         kube_status_clear(st);
     }
+    if (strcmp(call->method, "GET") != 0 && atomic_load(&c->writes_fenced))
+        return KUBE_ECANCELED; /* fenced: no write leaves this client */
     struct buf url;
     buf_init(&url, 0);
     if (buf_printf(&url, "%s%s%s%s", c->cfg->server, call->path, call->query && *call->query ? "?" : "",

@@ -78,6 +78,11 @@ void kube_client_stats(struct kube_client *c, struct kube_client_stats *out);
 typedef void (*kube_request_observer)(void *ctx, const char *verb, long http_code, uint64_t ms);
 void kube_client_set_observer(struct kube_client *c, kube_request_observer fn, void *ctx);
 
+/* While fenced, every request but GET fails at once with KUBE_ECANCELED without being sent:
+ * a process that must stop writing (a leader that lost its lease, a test stopping a controller
+ * after its k-th write) stops between two requests, never in the middle of one. */
+void kube_client_fence_writes(struct kube_client *c, bool fenced);
+
 /* Paths. Builds "/api/v1/namespaces/ns/pods/name/status" and the like, each segment
  * percent-encoded. ns and name may be NULL; subresource may be NULL. Caller frees. */
 char *kube_path(const struct kube_resource *res, const char *ns, const char *name,

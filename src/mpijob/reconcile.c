@@ -175,9 +175,24 @@ static void finish(struct run *r, bool succeeded, const char *reason, const char
         json_set_string(r->status, "completionTime", r->now);
 }
 
+/* status.state, the STATE column: the type of the latest condition that is True. */
+static void set_state(cJSON *status)
+{
+    const char *state = NULL;
+    const cJSON *c;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(status, "conditions")) {
+        const char *t = json_string(c, "type"), *v = json_string(c, "status");
+        if (t && v && strcmp(v, "True") == 0)
+            state = t;
+    }
+    if (state)
+        json_set_string(status, "state", state);
+}
+
 /* Writes status through /status when it differs from what the cache holds. */
 static int write_status(struct run *r, const cJSON *old_status)
 {
+    set_state(r->status);
     if (mpijob_status_equal(old_status, r->status))
         return 0;
     json_set_string(r->status, "lastReconcileTime", r->now);
@@ -212,6 +227,7 @@ static int reject(struct reconcile_ctx *ctx, cJSON *tree, const struct mpijob_pr
     }
     if (!cJSON_GetObjectItemCaseSensitive(status, "completionTime"))
         json_set_string(status, "completionTime", now);
+    set_state(status);
     if (!mpijob_status_equal(old, status)) {
         json_set_string(status, "lastReconcileTime", now);
         rc = kube_replace_status(ctx->client, &MPIJOB_RESOURCE_V2BETA1, ns, name, tree, NULL, NULL);
@@ -532,6 +548,9 @@ static int reconcile_valid(struct run *r)
         mpijob_status_set_replicas(r->status, "Launcher", &lc);
         if (workers > 0)
             mpijob_status_set_replicas(r->status, "Worker", &wc);
+        char ready[32];
+        snprintf(ready, sizeof(ready), "%d/%d", wc.ready, workers);
+        json_set_string(r->status, "workers", ready);
         if (mpijob_status_finished(r->status))
             rc = clean_pods(r);
     }

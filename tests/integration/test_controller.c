@@ -235,6 +235,8 @@ Test(controller, creates_every_object_in_order_then_follows_the_job_to_success)
     cr_assert(wait_condition("pi", "Succeeded", "MPIJobSucceeded", 10000));
     cJSON *job = get_job("pi");
     cr_assert_not_null(json_string(job, "status.completionTime"));
+    cr_assert_str_eq(json_string(job, "status.state"), "Succeeded", "the STATE column");
+    cr_assert_not_null(json_string(job, "status.workers"), "the WORKERS column");
     cr_assert_str_eq(json_string(cJSON_GetArrayItem(json_path(job, "status.conditions"),
                                                     cJSON_GetArraySize(json_path(job, "status.conditions")) - 1), "type"),
                      "Succeeded", "the latest condition is last");
