@@ -40,6 +40,45 @@ struct kube_client {
     atomic_ullong requests, retries, throttled_ms, token_reloads;
 };
 
+struct kube_cancel {
+    pthread_mutex_t lock;
+    bool fired;
+    CURLM *multi; /* the stream in progress, woken on fire */
+};
+
+struct kube_cancel *kube_cancel_new(void)
+{
+    struct kube_cancel *k = calloc(1, sizeof(*k));
+    if (k)
+        pthread_mutex_init(&k->lock, NULL);
+    return k;
+}
+
+void kube_cancel_fire(struct kube_cancel *k)
+{
+    pthread_mutex_lock(&k->lock);
+    k->fired = true;
+    if (k->multi)
+        curl_multi_wakeup(k->multi);
+    pthread_mutex_unlock(&k->lock);
+}
+
+bool kube_cancel_fired(struct kube_cancel *k)
+{
+    pthread_mutex_lock(&k->lock);
+    bool fired = k->fired;
+    pthread_mutex_unlock(&k->lock);
+    return fired;
+}
+
+void kube_cancel_free(struct kube_cancel *k)
+{
+    if (!k)
+        return;
+    pthread_mutex_destroy(&k->lock);
+    free(k);
+}
+
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static void curl_global(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
 
@@ -236,7 +275,7 @@ struct exchange {
     void *stream_ctx;
     long stream_code; /* HTTP code seen before streaming begins */
     CURL *curl;
-    atomic_int *stop;
+    struct kube_cancel *cancel;
     int too_big;
 };
 
@@ -281,7 +320,49 @@ static int on_progress(void *userdata, curl_off_t dltotal, curl_off_t dlnow, cur
                        curl_off_t ulnow)
 {
     struct exchange *ex = userdata;
-    return ex->stop && atomic_load(ex->stop) ? 1 : 0;
+    return ex->cancel && kube_cancel_fired(ex->cancel) ? 1 : 0;
+}
+
+/* Runs a transfer on its own multi handle, so that kube_cancel_fire can wake its poll and end
+ * it at once instead of waiting for curl's next progress callback. */
+static CURLcode perform_cancellable(CURL *h, struct kube_cancel *cancel)
+{
+    CURLM *m = curl_multi_init();
+    if (!m)
+        return CURLE_OUT_OF_MEMORY;
+    curl_multi_add_handle(m, h);
+    pthread_mutex_lock(&cancel->lock);
+    bool fired = cancel->fired;
+    if (!fired)
+        cancel->multi = m;
+    pthread_mutex_unlock(&cancel->lock);
+    CURLcode res = fired ? CURLE_ABORTED_BY_CALLBACK : CURLE_OK;
+    while (!fired) {
+        int running = 0;
+        if (curl_multi_perform(m, &running) != CURLM_OK) {
+            res = CURLE_RECV_ERROR;
+            break;
+        }
+        if (!running) {
+            int queued;
+            CURLMsg *msg;
+            while ((msg = curl_multi_info_read(m, &queued)) != NULL)
+                if (msg->msg == CURLMSG_DONE)
+                    res = msg->data.result;
+            break;
+        }
+        if (kube_cancel_fired(cancel)) {
+            res = CURLE_ABORTED_BY_CALLBACK;
+            break;
+        }
+        curl_multi_poll(m, NULL, 0, 30000, NULL);
+    }
+    pthread_mutex_lock(&cancel->lock);
+    cancel->multi = NULL;
+    pthread_mutex_unlock(&cancel->lock);
+    curl_multi_remove_handle(m, h);
+    curl_multi_cleanup(m);
+    return res;
 }
 
 /* Performs one request. Returns 0 with *http_code set, or KUBE_ETRANSPORT / KUBE_ETOOBIG /
@@ -339,7 +420,7 @@ static int perform(struct kube_client *c, const char *method, const char *url,
     curl_easy_setopt(h, CURLOPT_WRITEDATA, ex);
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, ex);
-    if (ex->stop) {
+    if (ex->cancel) {
         curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
         curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
         curl_easy_setopt(h, CURLOPT_XFERINFODATA, ex);
@@ -369,7 +450,7 @@ static int perform(struct kube_client *c, const char *method, const char *url,
     }
 
     c->requests++;
-    CURLcode res = curl_easy_perform(h);
+    CURLcode res = ex->cancel ? perform_cancellable(h, ex->cancel) : curl_easy_perform(h);
     *http_code = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, http_code);
     if (res != CURLE_OK) {
@@ -442,7 +523,7 @@ struct call {
     /* streaming */
     size_t (*stream_fn)(void *ctx, const char *data, size_t len);
     void *stream_ctx;
-    atomic_int *stop;
+    struct kube_cancel *cancel;
     int no_retry_after_stream; /* a stream that started is never retried here */
 };
 
@@ -475,7 +556,7 @@ static int execute(struct kube_client *c, const struct call *call, cJSON **out,
         struct exchange ex = {.retry_after_s = -1,
                               .stream_fn = call->stream_fn,
                               .stream_ctx = call->stream_ctx,
-                              .stop = call->stop};
+                              .cancel = call->cancel};
         buf_init(&ex.body, call->stream_fn ? MAX_ERROR_BODY : c->opts.max_body);
         char errbuf[CURL_ERROR_SIZE] = "";
         long http_code = 0;
@@ -564,10 +645,10 @@ int kube_request(struct kube_client *c, const char *method, const char *path, co
 
 int kube_request_stream(struct kube_client *c, const char *path, const char *query,
                         size_t (*fn)(void *ctx, const char *data, size_t len), void *ctx,
-                        atomic_int *stop, struct kube_status *st)
+                        struct kube_cancel *cancel, struct kube_status *st)
 {
     struct call call = {.verb = "WATCH", .method = "GET", .path = path, .query = query,
-                        .stream_fn = fn, .stream_ctx = ctx, .stop = stop};
+                        .stream_fn = fn, .stream_ctx = ctx, .cancel = cancel};
     return execute(c, &call, NULL, st);
 }
 

@@ -95,12 +95,21 @@ char *kube_escape(const char *s);
 int kube_request(struct kube_client *c, const char *method, const char *path, const char *query,
                  const char *content_type, const char *body, cJSON **out, struct kube_status *st);
 
+/* A cancellation token for streaming requests: kube_cancel_fire, from any thread, ends the
+ * stream that uses it at once (the request's poll is woken, not left to time out), and every
+ * later stream with it ends before it starts. */
+struct kube_cancel;
+struct kube_cancel *kube_cancel_new(void);
+void kube_cancel_fire(struct kube_cancel *cancel);
+bool kube_cancel_fired(struct kube_cancel *cancel);
+void kube_cancel_free(struct kube_cancel *cancel);
+
 /* A streaming GET (watch): bytes of a 2xx answer go to fn as they arrive; fn returns len to
  * continue, anything else to stop (then KUBE_ECANCELED). A non-2xx answer is decoded as usual.
- * stop (optional) is polled at least once a second. A stream that has started is not retried. */
+ * cancel (optional) ends it with KUBE_ECANCELED. A stream that has started is not retried. */
 int kube_request_stream(struct kube_client *c, const char *path, const char *query,
                         size_t (*fn)(void *ctx, const char *data, size_t len), void *ctx,
-                        atomic_int *stop, struct kube_status *st);
+                        struct kube_cancel *cancel, struct kube_status *st);
 
 /* The options in force (defaults filled in). */
 const struct kube_client_options *kube_client_options(struct kube_client *c);

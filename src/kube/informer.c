@@ -32,6 +32,7 @@ struct informer {
     struct informer_stats stats;
     atomic_bool synced;
     atomic_int stop;
+    struct kube_cancel *cancel; /* ends the watch in progress when the informer stops */
     pthread_t thread;
     int started, joined;
 };
@@ -66,10 +67,11 @@ int informer_new(struct kube_client *c, const struct informer_config *cfg, struc
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
     pthread_cond_init(&inf->wake, &attr);
     pthread_condattr_destroy(&attr);
+    inf->cancel = kube_cancel_new();
     inf->items = strmap_new(unref_value);
     inf->by_ns = strmap_new(free_index_set);
     inf->by_owner = strmap_new(free_index_set);
-    if (!inf->items || !inf->by_ns || !inf->by_owner ||
+    if (!inf->cancel || !inf->items || !inf->by_ns || !inf->by_owner ||
         (cfg->namespace && *cfg->namespace && !inf->namespace)) {
         informer_free(inf);
         return KUBE_ENOMEM;
@@ -355,7 +357,7 @@ static void *run(void *arg)
                                         .resource_version = rv,
                                         .allow_bookmarks = true,
                                         .timeout_s = timeout,
-                                        .stop = &inf->stop};
+                                        .cancel = inf->cancel};
         struct kube_status st = {.retry_after_s = -1};
         uint64_t t0 = clock_now_ms();
         int rc = kube_watch(inf->client, &inf->resource, inf->namespace, &wopts, on_watch_event, inf, &st);
@@ -494,6 +496,8 @@ void informer_stop(struct informer *inf)
     atomic_store(&inf->stop, 1);
     pthread_cond_broadcast(&inf->wake);
     pthread_mutex_unlock(&inf->lock);
+    if (inf->cancel)
+        kube_cancel_fire(inf->cancel);
     if (inf->started && !inf->joined) {
         pthread_join(inf->thread, NULL);
         inf->joined = 1;
@@ -514,5 +518,6 @@ void informer_free(struct informer *inf)
     free(inf->label_selector);
     free(inf->field_selector);
     free(inf->last_rv);
+    kube_cancel_free(inf->cancel);
     free(inf);
 }

@@ -199,7 +199,7 @@ int kube_watch(struct kube_client *c, const struct kube_resource *res, const cha
         goto out;
     }
 
-    rc = kube_request_stream(c, path, q.data, on_bytes, &run, opts->stop, st);
+    rc = kube_request_stream(c, path, q.data, on_bytes, &run, opts->cancel, st);
     if (run.result != 0) {
         rc = run.result; /* decoder error, ERROR event or the callback's own value */
         if (rc == KUBE_EDECODE || rc == KUBE_ETOOBIG)

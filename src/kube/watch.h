@@ -41,7 +41,7 @@ struct kube_watch_opts {
     const char *resource_version;
     bool allow_bookmarks;
     int timeout_s;          /* server-side timeoutSeconds; 0: server default */
-    atomic_int *stop;       /* optional: set to non-zero from another thread to stop */
+    struct kube_cancel *cancel; /* optional: kube_cancel_fire ends the watch at once */
 };
 
 /* Runs one watch. Returns 0 when the server closed the stream cleanly, KUBE_EGONE on 410,

@@ -486,3 +486,33 @@ Test(controller, active_deadline_fails_the_job)
     cr_assert(wait_condition("dl", "Failed", "DeadlineExceeded", 10000));
     cr_assert(wait_gone(&KUBE_JOBS, "dl-launcher", 10000), "the launcher Job is stopped");
 }
+
+Test(controller, steady_state_makes_no_writes)
+{
+    REQUIRE_DOUBLE();
+    start_controller();
+    create_job("run", NULL);
+    create_job("fin", NULL);
+    cr_assert(wait_exists(&KUBE_JOBS, "run-launcher", 10000));
+    cr_assert(wait_exists(&KUBE_JOBS, "fin-launcher", 10000));
+    set_pod_running("run-worker-0");
+    set_pod_running("run-worker-1");
+    start_launcher_pod("run");
+    cr_assert(wait_condition("run", "Running", NULL, 10000));
+    set_launcher_job_condition("fin", "Complete", "");
+    cr_assert(wait_condition("fin", "Succeeded", NULL, 10000));
+    clock_sleep_ms(1500); /* let the last events settle */
+
+    cJSON *log = test_apiserver_log(&srv, 0);
+    int since = (int)json_int(cJSON_GetArrayItem(log, cJSON_GetArraySize(log) - 1), "seq", 0) + 1;
+    cJSON_Delete(log);
+    clock_sleep_ms(3000);
+    log = test_apiserver_log(&srv, since);
+    cJSON *e;
+    cJSON_ArrayForEach(e, log) {
+        const char *verb = json_string(e, "verb");
+        cr_assert(verb && (strcmp(verb, "get") == 0 || strcmp(verb, "list") == 0 || strcmp(verb, "watch") == 0),
+                  "a write in steady state: %s %s", json_string(e, "method"), json_string(e, "path"));
+    }
+    cJSON_Delete(log);
+}
