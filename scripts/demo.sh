@@ -6,7 +6,9 @@ a simulated kubelet that runs pods as processes in their own network namespaces)
 manifests/examples/mpijob-tcp.yaml with kubectl, and follow the MPIJob until it Succeeds with
 the training summary of mpijob-worker.
 
-That is not there yet: this build has the Kubernetes client library (src/kube), its
-API-server double (tests/apiserver) and their tests. Run `make test` to exercise them.
+That is not there yet. This build has the Kubernetes client (src/kube), the API-server double
+(tests/apiserver) and the MPIJob controller (src/mpijob, run by build/bin/mpijob-operator);
+the simulated kubelet and the worker runtime are still to come. `make test` exercises what
+exists, the controller included, against the double.
 TEXT
 exit 1
