@@ -12,7 +12,7 @@
 #include "mpijob/reconcile.h"
 #include "util/log.h"
 
-enum { R_MPIJOBS, R_PODS, R_SERVICES, R_CONFIGMAPS, R_SECRETS, R_JOBS, R_COUNT };
+enum { R_MPIJOBS, R_PODS, R_SERVICES, R_CONFIGMAPS, R_SECRETS, R_JOBS, R_PODGROUPS, R_COUNT };
 
 struct controller {
     struct controller_config cfg;
@@ -142,8 +142,12 @@ int controller_start(const struct controller_config *cfg, struct controller **ou
         rc = start_informers(c, R_SECRETS, &KUBE_SECRETS, c->selector, &c->ctx.secrets);
     if (rc == 0)
         rc = start_informers(c, R_JOBS, &KUBE_JOBS, c->selector, &c->ctx.jobs);
+    /* PodGroups carry no labels of ours: they are found by name and owner. */
+    const struct kube_resource *pg = podgroup_resource(&cfg->options);
+    if (rc == 0 && pg)
+        rc = start_informers(c, R_PODGROUPS, pg, NULL, &c->ctx.podgroups);
     for (int r = 0; rc == 0 && r < R_COUNT; r++)
-        for (size_t i = 0; rc == 0 && i < c->n_ns; i++)
+        for (size_t i = 0; rc == 0 && c->informers[r] && i < c->n_ns; i++)
             rc = informer_wait_synced(c->informers[r][i], c->cfg.sync_timeout_ms);
     if (rc < 0) {
         controller_stop(c);

@@ -440,6 +440,22 @@ static int reconcile_valid(struct run *r)
         free(secret_name);
     }
 
+    /* The PodGroup for gang scheduling comes before the pods it gathers; suspend removes it. */
+    const struct kube_resource *pg = podgroup_resource(&ctx->options);
+    if (rc == 0 && pg && ctx->podgroups.count) {
+        if (suspended) {
+            struct kube_object *have = cache_get(&ctx->podgroups, job->namespace, job->name);
+            if (have && owned_by_job(have, job)) {
+                rc = kube_delete(ctx->client, pg, job->namespace, job->name, NULL, NULL, NULL);
+                if (rc == KUBE_ENOTFOUND)
+                    rc = 0;
+            }
+            kube_object_unref(have);
+        } else {
+            rc = ensure(r, pg, &ctx->podgroups, job->name, build_podgroup(job, &ctx->options), NULL);
+        }
+    }
+
     /* Workers: the missing ones are created; while suspended every worker goes. */
     if (rc == 0 && suspended)
         rc = delete_workers(r);

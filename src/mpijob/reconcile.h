@@ -32,6 +32,7 @@ struct kube_object *cache_get(const struct cache_set *set, const char *ns, const
 struct reconcile_ctx {
     struct kube_client *client;
     struct cache_set mpijobs, pods, services, configmaps, secrets, jobs;
+    struct cache_set podgroups; /* empty (count 0) without gang scheduling */
     struct event_recorder *events; /* may be NULL */
     struct mpijob_options options;
     struct mpijob_limits limits;

@@ -516,3 +516,28 @@ Test(controller, steady_state_makes_no_writes)
     }
     cJSON_Delete(log);
 }
+
+Test(controller, gang_scheduling_creates_the_podgroup_before_the_pods)
+{
+    REQUIRE_DOUBLE();
+    struct controller_config cfg = {.client = operator_client, .threads = 2, .events = recorder,
+                                    .options = {.gang_scheduler = "volcano"}};
+    cr_assert_eq(controller_start(&cfg, &ctl), 0);
+    create_job("gang", NULL);
+    cr_assert(wait_exists(&KUBE_JOBS, "gang-launcher", 10000));
+    char *w = writes();
+    const char *pg = strstr(w, "create podgroups/gang 201");
+    const char *pod = strstr(w, "create pods/gang-worker-0 201");
+    cr_assert(pg && pod && pg < pod, "PodGroup first:\n%s", w);
+    cJSON *group = NULL;
+    cr_assert_eq(kube_get(admin, &PODGROUP_VOLCANO, "default", "gang", &group, NULL), 0);
+    cr_assert_eq(json_int(group, "spec.minMember", 0), 3, "workers + 1");
+    cJSON_Delete(group);
+    cJSON *pod0 = NULL;
+    cr_assert_eq(kube_get(admin, &KUBE_PODS, "default", "gang-worker-0", &pod0, NULL), 0);
+    cr_assert_str_eq(json_string(pod0, "spec.schedulerName"), "volcano");
+    cJSON_Delete(pod0);
+
+    set_suspend("gang", true);
+    cr_assert(wait_gone(&PODGROUP_VOLCANO, "gang", 10000), "suspend deletes the PodGroup");
+}
