@@ -86,9 +86,9 @@ fuzz: fuzz-deps $(FUZZ_TARGETS)
 
 # ---- benchmarks -------------------------------------------------------------
 BENCH_TARGETS := $(patsubst tests/bench/%.c,build/bench/%,$(wildcard tests/bench/bench_*.c))
-build/bench/%: tests/bench/%.c build/lib/libkube.a
+build/bench/%: tests/bench/%.c build/lib/libkube.a $(patsubst %.c,build/obj/%.o,$(wildcard tests/support/apiserver.c))
 	@mkdir -p $(dir $@)
-	$(CC) $(REL_FLAGS) -o $@ $< build/lib/libkube.a $(LIBS)
+	$(CC) $(REL_FLAGS) -o $@ $< $(filter %.o,$^) build/lib/libkube.a $(LIBS)
 
 bench: deps $(BENCH_TARGETS)
 	@for b in $(BENCH_TARGETS); do echo "== $$b"; $$b || exit 1; done

@@ -130,7 +130,12 @@ int controller_start(const struct controller_config *cfg, struct controller **ou
              cfg->options.operator_name ? cfg->options.operator_name : DEFAULT_OPERATOR_NAME);
 
     c->ctx = (struct reconcile_ctx){.client = cfg->client, .events = cfg->events, .options = cfg->options,
-                                    .limits = cfg->limits};
+                                    .limits = cfg->limits, .create_parallelism = c->cfg.threads,
+                                    .expect = expectations_new()};
+    if (!c->ctx.expect) {
+        controller_stop(c);
+        return KUBE_ENOMEM;
+    }
     int rc = start_informers(c, R_MPIJOBS, &MPIJOB_RESOURCE_V2BETA1, NULL, &c->ctx.mpijobs);
     if (rc == 0)
         rc = start_informers(c, R_PODS, &KUBE_PODS, c->selector, &c->ctx.pods);
@@ -185,6 +190,7 @@ void controller_stop(struct controller *c)
         free(c->informers[r]);
     }
     workqueue_free(c->queue);
+    expectations_free(c->ctx.expect);
     free(c->threads);
     free(c->namespaces);
     free(c);

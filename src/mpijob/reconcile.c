@@ -1,5 +1,7 @@
 #include "mpijob/reconcile.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,8 +12,99 @@
 #include "util/clock.h"
 #include "util/json.h"
 #include "util/log.h"
+#include "util/strmap.h"
 
 #define RESOURCE_EXISTS (-2100) /* an object with our name that the job does not control */
+#define EXPECTATION_TTL_MS 30000   /* after this, a creation the cache never showed is retried */
+
+struct expectations {
+    pthread_mutex_t lock;
+    struct strmap *created; /* "plural/ns/name" -> (uintptr_t) monotonic ms of the creation */
+};
+
+struct expectations *expectations_new(void)
+{
+    struct expectations *e = calloc(1, sizeof(*e));
+    if (!e)
+        return NULL;
+    pthread_mutex_init(&e->lock, NULL);
+    e->created = strmap_new(NULL);
+    if (!e->created) {
+        free(e);
+        return NULL;
+    }
+    return e;
+}
+
+void expectations_free(struct expectations *e)
+{
+    if (!e)
+        return;
+    strmap_free(e->created);
+    pthread_mutex_destroy(&e->lock);
+    free(e);
+}
+
+static void expect_key(char *key, size_t len, const struct kube_resource *res, const char *ns, const char *name)
+{
+    snprintf(key, len, "%s/%s/%s", res->plural, ns, name);
+}
+
+static void expect_created(struct expectations *e, const struct kube_resource *res, const char *ns, const char *name)
+{
+    if (!e)
+        return;
+    char key[512];
+    expect_key(key, sizeof(key), res, ns, name);
+    pthread_mutex_lock(&e->lock);
+    strmap_put(e->created, key, (void *)(uintptr_t)clock_now_ms());
+    pthread_mutex_unlock(&e->lock);
+}
+
+/* True while a creation of ours is on its way into the cache. */
+static bool expect_pending(struct expectations *e, const struct kube_resource *res, const char *ns, const char *name)
+{
+    if (!e)
+        return false;
+    char key[512];
+    expect_key(key, sizeof(key), res, ns, name);
+    pthread_mutex_lock(&e->lock);
+    uintptr_t at = (uintptr_t)strmap_get(e->created, key);
+    bool pending = at && clock_now_ms() - at < EXPECTATION_TTL_MS;
+    if (at && !pending)
+        strmap_remove(e->created, key);
+    pthread_mutex_unlock(&e->lock);
+    return pending;
+}
+
+/* A failed worker whose replacement is already in status (by uid), so that a delete retried
+ * after an error is not counted a second time. Kept for the expectation TTL. */
+static bool failure_counted(struct expectations *e, const char *uid, bool mark)
+{
+    if (!e)
+        return false;
+    char key[128];
+    snprintf(key, sizeof(key), "failed/%s", uid);
+    pthread_mutex_lock(&e->lock);
+    uintptr_t at = (uintptr_t)strmap_get(e->created, key);
+    bool counted = at && clock_now_ms() - at < EXPECTATION_TTL_MS;
+    if (mark)
+        strmap_put(e->created, key, (void *)(uintptr_t)clock_now_ms());
+    pthread_mutex_unlock(&e->lock);
+    return counted;
+}
+
+/* The cache shows the object: the expectation is met. */
+static void expect_seen(struct expectations *e, const struct kube_resource *res, const char *ns, const char *name)
+{
+    if (!e)
+        return;
+    char key[512];
+    expect_key(key, sizeof(key), res, ns, name);
+    pthread_mutex_lock(&e->lock);
+    strmap_remove(e->created, key);
+    pthread_mutex_unlock(&e->lock);
+}
 
 struct kube_object *cache_get(const struct cache_set *set, const char *ns, const char *name)
 {
@@ -41,6 +134,14 @@ struct run {
     time_t now_t;
     struct reconcile_result *result;
     struct event_target target;
+    /* Deletions that carry out a status decision: done only once that status is written, so a
+     * write lost to a Conflict never leaves a deletion without its record. */
+    struct {
+        char uid[64], name[256];
+    } failed[32];
+    int n_failed;
+    bool clean_after_write;
+    bool stop_launcher_after_write;
 };
 
 static void requeue_in(struct run *r, long long seconds)
@@ -80,6 +181,12 @@ static int ensure(struct run *r, const struct kube_resource *res, const struct c
     struct kube_object *o = cache_get(cache, r->job->namespace, name);
     if (existing)
         *existing = NULL;
+    if (o)
+        expect_seen(r->ctx->expect, res, r->job->namespace, name);
+    if (!o && expect_pending(r->ctx->expect, res, r->job->namespace, name)) {
+        cJSON_Delete(desired); /* created by us a moment ago; the cache has not caught up */
+        return 0;
+    }
     if (o) {
         cJSON_Delete(desired);
         if (!owned_by_job(o, r->job)) {
@@ -104,6 +211,8 @@ static int ensure(struct run *r, const struct kube_resource *res, const struct c
     cJSON_Delete(desired);
     if (rc == KUBE_EALREADYEXISTS)
         rc = 0; /* created earlier; the cache has not caught up yet */
+    if (rc == 0)
+        expect_created(r->ctx->expect, res, r->job->namespace, name);
     if (rc < 0)
         log_warn("create failed", "job=%s/%s kind=%s name=%s error=\"%s\" message=\"%s\"", r->job->namespace,
                  r->job->name, res->kind, name, kube_strerror(rc), st.message ? st.message : "");
@@ -272,12 +381,16 @@ static int mirror_suspend(struct run *r, const struct kube_object *launcher, boo
  * retries are futile). Replacements count against backoffLimit, kept in status.workerRestarts. */
 static void replace_failed_worker(struct run *r, const struct kube_object *obj, const cJSON *pod)
 {
+    if (r->n_failed == (int)(sizeof(r->failed) / sizeof(r->failed[0])))
+        return; /* the rest on the next pass */
+    snprintf(r->failed[r->n_failed].uid, sizeof(r->failed[0].uid), "%s", obj->uid);
+    snprintf(r->failed[r->n_failed].name, sizeof(r->failed[0].name), "%s", obj->name);
+    r->n_failed++;
+    if (failure_counted(r->ctx->expect, obj->uid, false))
+        return; /* counted before; only its deletion is still to do */
+
     char reason[128], message[512];
     bool evicted = pod_failure(pod, reason, sizeof(reason), message, sizeof(message));
-    struct kube_delete_opts opts = {.precondition_uid = obj->uid, .grace_period_s = -1};
-    int rc = kube_delete(r->ctx->client, &KUBE_PODS, obj->namespace, obj->name, &opts, NULL, NULL);
-    if (rc < 0)
-        return; /* gone already (counted then) or not deletable now: the next reconcile sees it */
     long long restarts = json_int(r->status, "workerRestarts", 0) + 1;
     cJSON_DeleteItemFromObjectCaseSensitive(r->status, "workerRestarts");
     cJSON_AddNumberToObject(r->status, "workerRestarts", (double)restarts);
@@ -293,6 +406,83 @@ static void replace_failed_worker(struct run *r, const struct kube_object *obj, 
         return;
     }
     mpijob_status_set_condition(r->status, MPIJOB_COND_RESTARTING, true, "MPIJobRestarting", msg, r->now);
+}
+
+/* What a written status decided: replace failed workers, stop the launcher, clean the pods. */
+static int after_status_written(struct run *r)
+{
+    int rc = 0;
+    for (int i = 0; i < r->n_failed; i++) {
+        failure_counted(r->ctx->expect, r->failed[i].uid, true);
+        struct kube_delete_opts opts = {.precondition_uid = r->failed[i].uid, .grace_period_s = -1};
+        int drc = kube_delete(r->ctx->client, &KUBE_PODS, r->job->namespace, r->failed[i].name, &opts, NULL, NULL);
+        if (drc < 0 && drc != KUBE_ENOTFOUND && drc != KUBE_ECONFLICT && rc == 0)
+            rc = drc;
+    }
+    if (rc == 0 && r->stop_launcher_after_write)
+        rc = delete_launcher_job(r);
+    if (rc == 0 && r->clean_after_write)
+        rc = clean_pods(r);
+    return rc;
+}
+
+/* Missing worker pods are created by up to create_parallelism threads at once, so a large job
+ * is not created one pod at a time. These threads only build and create pods: everything that
+ * touches the job's status stays on the reconcile's own thread. */
+struct worker_batch {
+    struct run *r;
+    const int *indexes;
+    int n;
+    atomic_int next;
+    atomic_int rc;
+};
+
+static void *create_worker_pods(void *arg)
+{
+    struct worker_batch *b = arg;
+    for (int k; (k = atomic_fetch_add(&b->next, 1)) < b->n && atomic_load(&b->rc) == 0;) {
+        struct transport_report report = {0};
+        cJSON *pod = build_worker_pod(b->r->job, &b->r->ctx->options, b->indexes[k], &report);
+        transport_report_free(&report);
+        int rc = KUBE_ENOMEM;
+        if (pod) {
+            rc = kube_create(b->r->ctx->client, &KUBE_PODS, b->r->job->namespace, pod, NULL, NULL);
+            if (rc == KUBE_EALREADYEXISTS)
+                rc = 0;
+            if (rc < 0)
+                log_warn("create failed", "job=%s/%s kind=Pod index=%d error=\"%s\"", b->r->job->namespace,
+                         b->r->job->name, b->indexes[k], kube_strerror(rc));
+        }
+        cJSON_Delete(pod);
+        if (rc == 0) {
+            char *name = mpijob_worker_name(b->r->job, b->indexes[k]);
+            if (name)
+                expect_created(b->r->ctx->expect, &KUBE_PODS, b->r->job->namespace, name);
+            free(name);
+        }
+        if (rc < 0)
+            atomic_store(&b->rc, rc);
+    }
+    return NULL;
+}
+
+static int create_workers(struct run *r, const int *indexes, int n)
+{
+    struct worker_batch b = {.r = r, .indexes = indexes, .n = n};
+    int threads = r->ctx->create_parallelism > 1 ? r->ctx->create_parallelism : 1;
+    if (threads > n)
+        threads = n;
+    if (threads > 16)
+        threads = 16;
+    pthread_t helpers[16];
+    int started = 0;
+    for (int t = 1; t < threads; t++)
+        if (pthread_create(&helpers[started], NULL, create_worker_pods, &b) == 0)
+            started++;
+    create_worker_pods(&b); /* this thread takes its share too */
+    for (int t = 0; t < started; t++)
+        pthread_join(helpers[t], NULL);
+    return atomic_load(&b.rc);
 }
 
 static int reconcile_valid(struct run *r)
@@ -357,8 +547,9 @@ static int reconcile_valid(struct run *r)
             snprintf(msg, sizeof(msg), "MPIJob %s/%s was active longer than its deadline of %llds.", job->namespace,
                      job->name, job->run_policy.active_deadline_s);
             finish(r, false, "DeadlineExceeded", msg);
-            rc = delete_launcher_job(r);
-            return rc == 0 ? clean_pods(r) : rc;
+            r->stop_launcher_after_write = true;
+            r->clean_after_write = true;
+            return 0;
         }
         requeue_in(r, job->run_policy.active_deadline_s - active_for);
     }
@@ -384,6 +575,7 @@ static int reconcile_valid(struct run *r)
         free(name);
         if (!worker_objs[i] || !owned_by_job(worker_objs[i], job))
             continue;
+        expect_seen(ctx->expect, &KUBE_PODS, job->namespace, worker_objs[i]->name);
         cJSON *pod = kube_object_parse(worker_objs[i]);
         switch (pod ? pod_state_of(pod) : POD_UNKNOWN) {
         case POD_PENDING: wc.active++; break;
@@ -460,6 +652,8 @@ static int reconcile_valid(struct run *r)
     if (rc == 0 && suspended)
         rc = delete_workers(r);
     bool all_ready = workers > 0;
+    int *missing = calloc(workers > 0 ? (size_t)workers : 1, sizeof(int));
+    int n_missing = 0;
     for (int i = 0; rc == 0 && i < workers; i++) {
         if (worker_objs[i]) {
             if (!owned_by_job(worker_objs[i], job)) {
@@ -469,15 +663,17 @@ static int reconcile_valid(struct run *r)
             continue;
         }
         all_ready = false;
-        if (job->run_policy.suspend)
-            continue;
-        struct transport_report report = {0};
-        cJSON *pod = build_worker_pod(job, &ctx->options, i, &report);
-        char *name = mpijob_worker_name(job, i);
-        rc = name ? ensure(r, &KUBE_PODS, &ctx->pods, name, pod, NULL) : KUBE_ENOMEM;
-        free(name);
-        transport_report_free(&report);
+        char *wname = mpijob_worker_name(job, i);
+        bool pending = wname && expect_pending(ctx->expect, &KUBE_PODS, job->namespace, wname);
+        free(wname);
+        if (!suspended && missing && !pending)
+            missing[n_missing++] = i;
     }
+    if (rc == 0 && n_missing)
+        rc = create_workers(r, missing, n_missing);
+    else if (rc == 0 && !missing)
+        rc = KUBE_ENOMEM;
+    free(missing);
     if (wc.ready < workers)
         all_ready = false;
 
@@ -568,7 +764,7 @@ static int reconcile_valid(struct run *r)
         snprintf(ready, sizeof(ready), "%d/%d", wc.ready, workers);
         json_set_string(r->status, "workers", ready);
         if (mpijob_status_finished(r->status))
-            rc = clean_pods(r);
+            r->clean_after_write = true;
     }
 
     for (int i = 0; i < workers; i++)
@@ -635,6 +831,8 @@ int reconcile_job(struct reconcile_ctx *ctx, const char *key, struct reconcile_r
         int wrc = write_status(&r, old_status);
         if (rc == 0)
             rc = wrc;
+        if (wrc == 0)
+            rc = after_status_written(&r) ?: rc;
     }
     cJSON_Delete(old_status);
     cJSON_Delete(tree);

@@ -29,6 +29,13 @@ struct cache_set {
 /* A new reference to ns/name, or NULL. */
 struct kube_object *cache_get(const struct cache_set *set, const char *ns, const char *name);
 
+/* Creations this controller made that its caches have not shown yet (client-go's
+ * "expectations"): until the informer catches up, a reconcile must not take a missing object
+ * for one that still needs creating. Thread-safe. */
+struct expectations;
+struct expectations *expectations_new(void);
+void expectations_free(struct expectations *e);
+
 struct reconcile_ctx {
     struct kube_client *client;
     struct cache_set mpijobs, pods, services, configmaps, secrets, jobs;
@@ -36,6 +43,8 @@ struct reconcile_ctx {
     struct event_recorder *events; /* may be NULL */
     struct mpijob_options options;
     struct mpijob_limits limits;
+    int create_parallelism;        /* worker pods created at once within one job; default 1 */
+    struct expectations *expect;   /* may be NULL: then nothing is remembered */
     time_t (*now)(void);           /* NULL: time() */
 };
 

@@ -403,7 +403,12 @@ def main():
         print("0 passed, 1 failed")
         return 1
     t0 = time.monotonic()
-    dbl = Double()
+    try:
+        dbl = Double()
+    except (RuntimeError, OSError, ValueError) as e:
+        print("FAIL starting the double: %s" % e)
+        print("0 passed, %d failed" % len(files))
+        return 1
     tr = Translator()
     passed = failed = 0
     try:

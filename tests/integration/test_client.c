@@ -139,26 +139,28 @@ Test(client, patches_apply_status_and_strategic_refused_on_custom_resources)
     struct kube_client *c = client_with(NULL);
     struct kube_status st = {.retry_after_s = -1};
     cJSON *job = cJSON_Parse("{\"apiVersion\":\"kubeflow.org/v2beta1\",\"kind\":\"MPIJob\",\"metadata\":"
-                             "{\"name\":\"j1\"},\"spec\":{\"slotsPerWorker\":1},\"status\":{\"x\":1}}");
+                             "{\"name\":\"j1\"},\"spec\":{\"slotsPerWorker\":1,\"mpiReplicaSpecs\":{\"Launcher\":"
+                             "{\"template\":{\"spec\":{\"containers\":[{\"name\":\"l\",\"image\":\"w\"}]}}}}},"
+                             "\"status\":{\"state\":\"ignored\"}}");
     cJSON *out = NULL;
     cr_assert_eq(kube_create(c, &MPIJOBS, "default", job, &out, &st), 0);
     cr_assert_eq(json_int(out, "metadata.generation", 0), 1);
-    cr_assert_null(json_path(out, "status.x"), "status must be ignored on create");
+    cr_assert_null(json_path(out, "status.state"), "status must be ignored on create");
     cJSON_Delete(out);
 
     struct kube_patch_opts merge = {.type = KUBE_PATCH_MERGE};
-    cr_assert_eq(kube_patch(c, &MPIJOBS, "default", "j1", "{\"spec\":{\"slotsPerWorker\":2},\"status\":{\"y\":1}}",
+    cr_assert_eq(kube_patch(c, &MPIJOBS, "default", "j1", "{\"spec\":{\"runPolicy\":{\"backoffLimit\":2}},\"status\":{\"workers\":\"1/1\"}}",
                             &merge, &out, &st), 0);
-    cr_assert_eq(json_int(out, "spec.slotsPerWorker", 0), 2);
+    cr_assert_eq(json_int(out, "spec.runPolicy.backoffLimit", 0), 2);
     cr_assert_eq(json_int(out, "metadata.generation", 0), 2);
-    cr_assert_null(json_path(out, "status.y"));
+    cr_assert_null(json_path(out, "status.workers"));
     cJSON_Delete(out);
 
     struct kube_patch_opts status = {.type = KUBE_PATCH_MERGE, .subresource = "status"};
-    cr_assert_eq(kube_patch(c, &MPIJOBS, "default", "j1", "{\"spec\":{\"slotsPerWorker\":9},\"status\":{\"y\":1}}",
+    cr_assert_eq(kube_patch(c, &MPIJOBS, "default", "j1", "{\"spec\":{\"runPolicy\":{\"backoffLimit\":9}},\"status\":{\"workers\":\"1/1\"}}",
                             &status, &out, &st), 0);
-    cr_assert_eq(json_int(out, "status.y", 0), 1);
-    cr_assert_eq(json_int(out, "spec.slotsPerWorker", 0), 2);
+    cr_assert_str_eq(json_string(out, "status.workers"), "1/1");
+    cr_assert_eq(json_int(out, "spec.runPolicy.backoffLimit", 0), 2);
     cr_assert_eq(json_int(out, "metadata.generation", 0), 2, "status writes do not bump generation");
     cJSON_Delete(out);
 
@@ -190,9 +192,9 @@ Test(client, patches_apply_status_and_strategic_refused_on_custom_resources)
     struct kube_status st2 = {.retry_after_s = -1};
     cJSON *full = NULL;
     cr_assert_eq(kube_get(c, &MPIJOBS, "default", "j1", &full, &st2), 0);
-    cJSON_ReplaceItemInObject(full, "status", cJSON_Parse("{\"phase\":\"Done\"}"));
+    cJSON_ReplaceItemInObject(full, "status", cJSON_Parse("{\"state\":\"Done\"}"));
     cr_assert_eq(kube_replace_status(c, &MPIJOBS, "default", "j1", full, &out, &st2), 0);
-    cr_assert_str_eq(json_string(out, "status.phase"), "Done");
+    cr_assert_str_eq(json_string(out, "status.state"), "Done");
     cJSON_Delete(out);
     cJSON_Delete(full);
     kube_status_clear(&st);

@@ -1,4 +1,7 @@
 /* Test support: the API server for integration tests (see apiserver.h). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
 #include "support/apiserver.h"
 
 #include <errno.h>
@@ -107,6 +110,28 @@ static void close_inherited_fds(void)
         close(fd);
 }
 
+/* python3 from PATH, resolved before fork (the child may only call async-signal-safe functions). */
+static int find_python(char *out, size_t len)
+{
+    const char *path = getenv("PATH");
+    if (!path || !*path)
+        path = "/usr/local/bin:/usr/bin:/bin";
+    while (*path) {
+        const char *end = strchr(path, ':');
+        size_t n = end ? (size_t)(end - path) : strlen(path);
+        if (n > 0 && n + sizeof("/python3") < len) {
+            memcpy(out, path, n);
+            memcpy(out + n, "/python3", sizeof("/python3"));
+            if (access(out, X_OK) == 0)
+                return 0;
+        }
+        path += n;
+        if (*path == ':')
+            path++;
+    }
+    return -1;
+}
+
 static void kill_group(int pid, int sig)
 {
     if (pid <= 0)
@@ -170,6 +195,15 @@ int test_apiserver_start(struct test_apiserver *s)
     }
     snprintf(s->token, sizeof(s->token), "test-token");
     snprintf(s->kubeconfig, sizeof(s->kubeconfig), "%s/kubeconfig", s->dir);
+    char python[512];
+    if (find_python(python, sizeof(python)) != 0) {
+        fprintf(stderr, "test_apiserver: python3 not found in PATH\n");
+        remove_tree(s->dir);
+        s->dir[0] = 0;
+        return -1;
+    }
+    char *const argv[] = {python, script, "--state-dir", s->dir, "--token", s->token, NULL};
+    static const char exec_failed[] = "test_apiserver: cannot exec python3\n";
 
     pid_t parent = getpid();
     pid_t pid = fork();
@@ -193,8 +227,9 @@ int test_apiserver_start(struct test_apiserver *s)
                 close(devnull);
         }
         close_inherited_fds();
-        execlp("python3", "python3", script, "--state-dir", s->dir, "--token", s->token, (char *)NULL);
-        fprintf(stderr, "test_apiserver: exec python3: %s\n", strerror(errno));
+        execv(python, argv);
+        ssize_t ignored = write(2, exec_failed, sizeof(exec_failed) - 1);
+        (void)ignored;
         _exit(127);
     }
     s->pid = (int)pid;

@@ -1,0 +1,257 @@
+/* The controller against the API-server double.
+ *
+ * 1. One job with 64 workers: time from the MPIJob's creation until its last object (the
+ *    launcher Job, created after every worker) exists, divided by the time a plain client takes
+ *    to create the same objects (built by the same builders) with the same concurrency
+ *    (2 threads). Both run against the same double in the same process, alternating, 3 rounds.
+ * 2. N jobs of 8 workers (default 100): total time until every launcher exists, API requests
+ *    per job from the operator's client, resident memory and CPU time of this process (the
+ *    controller; the double is another process).
+ * Prints figures; asserts nothing about time. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "kube/client.h"
+#include "kube/config.h"
+#include "kube/informer.h"
+#include "mpijob/builders.h"
+#include "mpijob/controller.h"
+#include "mpijob/sshkeys.h"
+#include "support/apiserver.h"
+#include "util/clock.h"
+#include "util/json.h"
+#include "util/log.h"
+
+static struct test_apiserver srv;
+
+static struct kube_client *new_client(void)
+{
+    struct kube_config *cfg = NULL;
+    char err[256];
+    if (kube_config_load_kubeconfig(srv.kubeconfig, NULL, &cfg, err, sizeof(err)) < 0) {
+        fprintf(stderr, "%s\n", err);
+        exit(1);
+    }
+    struct kube_client_options opts = {.qps = -1};
+    struct kube_client *c = NULL;
+    kube_client_new(cfg, &opts, &c);
+    return c;
+}
+
+static cJSON *job_json(const char *ns, const char *name, int workers)
+{
+    char text[2048];
+    snprintf(text, sizeof(text),
+             "{\"apiVersion\":\"kubeflow.org/v2beta1\",\"kind\":\"MPIJob\",\"metadata\":{\"name\":\"%s\","
+             "\"namespace\":\"%s\"},\"spec\":{\"mpiReplicaSpecs\":{\"Launcher\":{\"template\":{\"spec\":{\"containers\":"
+             "[{\"name\":\"l\",\"image\":\"w\",\"command\":[\"mpirun\",\"mpijob-worker\",\"train\"]}]}}},"
+             "\"Worker\":{\"replicas\":%d,\"template\":{\"spec\":{\"containers\":[{\"name\":\"w\",\"image\":\"w\"}]}}}}}}",
+             name, ns, workers);
+    return cJSON_Parse(text);
+}
+
+static bool exists(struct kube_client *c, const struct kube_resource *res, const char *ns, const char *name)
+{
+    return kube_get(c, res, ns, name, NULL, NULL) == 0;
+}
+
+/* The plain client's share: the same objects, created by 2 threads. */
+struct plain {
+    struct kube_client *c;
+    cJSON **objs;
+    const struct kube_resource **res;
+    int n;
+    atomic_int next;
+};
+
+static void *plain_run(void *arg)
+{
+    struct plain *p = arg;
+    for (int i; (i = atomic_fetch_add(&p->next, 1)) < p->n;)
+        kube_create(p->c, p->res[i], json_string(p->objs[i], "metadata.namespace"), p->objs[i], NULL, NULL);
+    return NULL;
+}
+
+static double plain_create(struct kube_client *c, const char *ns, const char *name, int workers)
+{
+    cJSON *obj = job_json(ns, name, workers), *created = NULL;
+    kube_create(c, &MPIJOB_RESOURCE_V2BETA1, ns, obj, &created, NULL);
+    struct mpijob *job = NULL;
+    struct mpijob_problems problems = {0};
+    mpijob_parse(created, NULL, &job, &problems);
+    struct mpijob_options o = {0};
+    struct ssh_keypair keys = {0};
+    ssh_keypair_generate(&keys);
+    int n = 4 + workers;
+    struct plain p = {.c = c, .objs = calloc((size_t)n, sizeof(cJSON *)),
+                      .res = calloc((size_t)n, sizeof(struct kube_resource *)), .n = n};
+    int k = 0;
+    p.res[k] = &KUBE_SERVICES, p.objs[k++] = build_service(job, &o);
+    p.res[k] = &KUBE_CONFIGMAPS, p.objs[k++] = build_configmap(job, &o, NULL, 0);
+    p.res[k] = &KUBE_SECRETS, p.objs[k++] = build_secret(job, &o, &keys);
+    for (int i = 0; i < workers; i++)
+        p.res[k] = &KUBE_PODS, p.objs[k++] = build_worker_pod(job, &o, i, NULL);
+    p.res[k] = &KUBE_JOBS, p.objs[k++] = build_launcher_job(job, &o, NULL);
+    for (int i = 0; i < n; i++)
+        json_set_string(cJSON_GetObjectItem(p.objs[i], "metadata"), "namespace", ns);
+    /* The key pair is part of the work: the controller makes one per job too. */
+    uint64_t t0 = clock_now_ms();
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        pthread_create(&t[i], NULL, plain_run, &p);
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    double ms = (double)(clock_now_ms() - t0);
+    for (int i = 0; i < n; i++)
+        cJSON_Delete(p.objs[i]);
+    free(p.objs);
+    free(p.res);
+    ssh_keypair_free(&keys);
+    mpijob_free(job);
+    mpijob_problems_free(&problems);
+    cJSON_Delete(obj);
+    cJSON_Delete(created);
+    return ms;
+}
+
+static double controller_create(struct kube_client *admin, const char *ns, const char *name, int workers)
+{
+    cJSON *obj = job_json(ns, name, workers);
+    char launcher[128];
+    snprintf(launcher, sizeof(launcher), "%s-launcher", name);
+    uint64_t t0 = clock_now_ms();
+    kube_create(admin, &MPIJOB_RESOURCE_V2BETA1, ns, obj, NULL, NULL);
+    if (getenv("BENCH_TRACE")) {
+        char w0[128];
+        snprintf(w0, sizeof(w0), "%s-worker-0", name);
+        while (!exists(admin, &KUBE_SERVICES, ns, name))
+            clock_sleep_ms(1);
+        fprintf(stderr, "  service after %llu ms\n", (unsigned long long)(clock_now_ms() - t0));
+        while (!exists(admin, &KUBE_PODS, ns, w0))
+            clock_sleep_ms(1);
+        fprintf(stderr, "  worker-0 after %llu ms\n", (unsigned long long)(clock_now_ms() - t0));
+    }
+    while (!exists(admin, &KUBE_JOBS, ns, launcher))
+        clock_sleep_ms(10);
+    double ms = (double)(clock_now_ms() - t0);
+    cJSON_Delete(obj);
+    return ms;
+}
+
+static long rss_kib(const char *field)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long v = -1;
+    while (f && fgets(line, sizeof(line), f))
+        if (strncmp(line, field, strlen(field)) == 0)
+            v = strtol(line + strlen(field), NULL, 10);
+    if (f)
+        fclose(f);
+    return v;
+}
+
+static atomic_ullong obs_n[8], obs_ms[8];
+static void observe(void *ctx, const char *verb, long code, uint64_t ms)
+{
+    static const char *verbs[] = {"GET", "LIST", "WATCH", "POST", "PUT", "PATCH", "DELETE"};
+    int k = 7;
+    for (int i = 0; i < 7; i++)
+        if (strcmp(verb, verbs[i]) == 0)
+            k = i;
+    obs_n[k]++;
+    obs_ms[k] += ms;
+    if (k == 3 && code != 201)
+        fprintf(stderr, "  POST answered %ld after %llu ms\n", code, (unsigned long long)ms);
+}
+
+int main(int argc, char **argv)
+{
+    int many = argc > 1 ? atoi(argv[1]) : 100;
+    log_set_level(LOG_WARN);
+    if (test_apiserver_start(&srv) < 0)
+        return 1;
+    struct kube_client *admin = new_client(), *op = new_client();
+    if (getenv("BENCH_TRACE"))
+        kube_client_set_observer(op, observe, NULL);
+    /* The baseline's MPIJobs live in their own namespace, which the controller does not watch. */
+    static const char *const watched[] = {"default", "many"};
+    struct controller_config cfg = {.client = op, .threads = 2, .namespaces = watched, .n_namespaces = 2};
+    struct controller *ctl = NULL;
+    if (controller_start(&cfg, &ctl) < 0)
+        return 1;
+
+    /* The same watches the controller keeps open, on the baseline's namespace, so that the API
+     * server streams the same events during both runs. */
+    const struct kube_resource *watched_kinds[] = {&MPIJOB_RESOURCE_V2BETA1, &KUBE_PODS, &KUBE_SERVICES,
+                                                   &KUBE_CONFIGMAPS, &KUBE_SECRETS, &KUBE_JOBS};
+    struct informer *passive[6];
+    for (int i = 0; i < 6; i++) {
+        struct informer_config icfg = {.resource = watched_kinds[i], .namespace = "baseline",
+                                       .label_selector = i ? LABEL_OPERATOR_NAME "=" DEFAULT_OPERATOR_NAME : NULL};
+        informer_new(admin, &icfg, &passive[i]);
+        informer_start(passive[i]);
+        informer_wait_synced(passive[i], 10000);
+    }
+    printf("one job, 64 workers (69 objects), 2 threads each:\n");
+    double sum_ratio = 0;
+    for (int round = 0; round < 3; round++) {
+        char name[32];
+        snprintf(name, sizeof(name), "big%d", round);
+        double plain = plain_create(admin, "baseline", name, 64);
+        double ctrl = controller_create(admin, "default", name, 64);
+        printf("  round %d: controller %.0f ms, plain client %.0f ms, ratio %.2f\n", round + 1, ctrl, plain, ctrl / plain);
+        sum_ratio += ctrl / plain;
+    }
+    printf("  mean ratio %.2f (target at most 1.2)\n", sum_ratio / 3);
+    if (getenv("BENCH_TRACE")) {
+        static const char *verbs[] = {"GET", "LIST", "WATCH", "POST", "PUT", "PATCH", "DELETE", "other"};
+        for (int i = 0; i < 8; i++)
+            if (obs_n[i])
+                fprintf(stderr, "  operator %s: %llu requests, %llu ms in total\n", verbs[i],
+                        (unsigned long long)obs_n[i], (unsigned long long)obs_ms[i]);
+    }
+
+    struct kube_client_stats before;
+    kube_client_stats(op, &before);
+    struct rusage ru0, ru1;
+    getrusage(RUSAGE_SELF, &ru0);
+    uint64_t t0 = clock_now_ms();
+    for (int i = 0; i < many; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "job%d", i);
+        cJSON *obj = job_json("many", name, 8);
+        kube_create(admin, &MPIJOB_RESOURCE_V2BETA1, "many", obj, NULL, NULL);
+        cJSON_Delete(obj);
+    }
+    for (int i = 0; i < many; i++) {
+        char name[40];
+        snprintf(name, sizeof(name), "job%d-launcher", i);
+        while (!exists(admin, &KUBE_JOBS, "many", name))
+            clock_sleep_ms(20);
+    }
+    double total = (double)(clock_now_ms() - t0) / 1000.0;
+    clock_sleep_ms(2000); /* status writes that follow the last creation */
+    getrusage(RUSAGE_SELF, &ru1);
+    struct kube_client_stats after;
+    kube_client_stats(op, &after);
+    double cpu = (double)(ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec + ru1.ru_stime.tv_sec - ru0.ru_stime.tv_sec) +
+                 (double)(ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec + ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec) / 1e6;
+    printf("%d jobs of 8 workers: %.1f s until every launcher exists\n", many, total);
+    printf("  operator requests per job: %.1f (objects per job: 12, target objects + at most 3 status writes = 15)\n",
+           (double)(after.requests - before.requests) / many);
+    printf("  resident memory of this process: %ld KiB now, %ld KiB peak (includes the benchmark's own client)\n",
+           rss_kib("VmRSS:"), rss_kib("VmHWM:"));
+    printf("  CPU time of this process: %.2f s\n", cpu);
+    for (int i = 0; i < 6; i++)
+        informer_free(passive[i]);
+    controller_stop(ctl);
+    kube_client_free(op);
+    kube_client_free(admin);
+    test_apiserver_stop(&srv);
+    return 0;
+}
