@@ -26,6 +26,7 @@ import select
 import signal
 import socket
 import ssl
+import string
 import subprocess
 import sys
 import threading
@@ -34,6 +35,12 @@ import traceback
 import urllib.parse
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import schema as crd_schema  # noqa: E402  (tests/apiserver/schema.py: structural schemas)
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MPIJOB_CRD_FILE = os.path.join(REPO_ROOT, "manifests", "crd", "kubeflow.org_mpijobs.yaml")
 
 MAX_BODY = 3 * 1024 * 1024          # kube-apiserver's request body limit for JSON
 WATCH_QUEUE_MAX = 10000             # events buffered per watcher before it is closed
@@ -195,9 +202,14 @@ class Kind:
         self.validator = validator
         self.update_validator = update_validator
         self.schema = schema                 # openAPIV3Schema (CRDs registered with one)
+        self.schemas = {}                    # version -> openAPIV3Schema, when they are known per version
         self.categories = list(categories)
         self.top = tuple(top)                # field order after kind/apiVersion/metadata
         self.unconditional_update = not crd  # CRs need metadata.resourceVersion on PUT
+
+    def schema_for(self, version):
+        """The structural schema a write through `version` is admitted with, or None."""
+        return self.schemas.get(version, self.schema) if self.schemas else self.schema
 
     @property
     def skey(self):
@@ -262,10 +274,12 @@ def kind_from_crd(spec):
             schema = ((served[0].get("schema") or {}).get("openAPIV3Schema"))
         if schema and schema.get("x-kubernetes-preserve-unknown-fields") and not schema.get("properties"):
             schema = None
-        return Kind(s["group"], versions, names["plural"], names["kind"],
+        kind = Kind(s["group"], versions, names["plural"], names["kind"],
                     names.get("singular") or names["kind"].lower(), namespaced=s.get("scope") != "Cluster",
                     status=has_status, crd=True, short=names.get("shortNames") or (), schema=schema,
                     categories=names.get("categories") or ())
+        install_crd_schemas(kind, spec)
+        return kind
     versions = spec.get("versions") or [spec.get("version", "v1")]
     return Kind(spec["group"], versions, spec["plural"], spec["kind"],
                 spec.get("singular") or spec["kind"].lower(), namespaced=spec.get("namespaced", True),
@@ -679,7 +693,11 @@ def default_job(obj, create, old=None, sub=""):
         labels.update({"batch.kubernetes.io/controller-uid": uid, "batch.kubernetes.io/job-name": name,
                        "controller-uid": uid, "job-name": name})
         tmeta["labels"] = labels
-        spec.setdefault("selector", {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}})
+        sel = spec.get("selector") if isinstance(spec.get("selector"), dict) else {}
+        ml = sel.get("matchLabels") if isinstance(sel.get("matchLabels"), dict) else {}
+        ml.setdefault(JOB_UID_LABEL, uid)
+        sel["matchLabels"] = ml
+        spec["selector"] = sel
     tmpl["metadata"] = ordered(tmeta, ["name", "namespace", "creationTimestamp", "labels", "annotations"])
     tmpl["spec"] = default_pod_spec(tmpl.get("spec"), admission=False)
     spec["template"] = ordered(tmpl, ["metadata", "spec"])
@@ -689,8 +707,15 @@ def default_job(obj, create, old=None, sub=""):
     order_conditions(obj.get("status"))
 
 
+JOB_UID_LABEL = "batch.kubernetes.io/controller-uid"
+
+
 def validate_job(obj, errors):
     spec = obj.get("spec") or {}
+    if not spec.get("manualSelector"):
+        want = {"matchLabels": {JOB_UID_LABEL: obj["metadata"].get("uid", "")}}
+        if spec.get("selector") != want:
+            errors.append(fe_invalid("spec.selector", spec.get("selector"), "`selector` not auto-generated"))
     tspec = ((spec.get("template") or {}).get("spec")) or {}
     validate_containers(tspec, "spec.template.spec", errors)
     rp = tspec.get("restartPolicy")
@@ -760,6 +785,59 @@ def default_secret(obj, create, old=None, sub=""):
         for k, v in sd.items():
             data[k] = base64.b64encode(str(v).encode()).decode()
         obj["data"] = data
+
+
+CONFIG_KEY_RE = r"[-._a-zA-Z0-9]+"
+MSG_CONFIG_KEY = ("a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  "
+                  "or 'KEY_NAME',  or 'key-name', regex used for validation is '" + CONFIG_KEY_RE + "')")
+
+
+def validate_config_keys(obj, fields, errors):
+    seen = set()
+    for field in fields:
+        for k in (obj.get(field) or {}):
+            if len(k) > 253:
+                errors.append(fe_invalid("%s[%s]" % (field, k), k, "must be no more than 253 characters"))
+            if not re.fullmatch(CONFIG_KEY_RE, k):
+                errors.append(fe_invalid("%s[%s]" % (field, k), k, MSG_CONFIG_KEY))
+            if k in seen:
+                errors.append(fe_invalid("%s[%s]" % (field, k), k, "duplicate of key present in data"))
+            seen.add(k)
+
+
+def validate_configmap(obj, errors):
+    validate_config_keys(obj, ("data", "binaryData"), errors)
+
+
+SECRET_REQUIRED_KEYS = {"kubernetes.io/ssh-auth": "ssh-privatekey",
+                        "kubernetes.io/basic-auth": None,
+                        "kubernetes.io/tls": "tls.crt",
+                        "kubernetes.io/dockerconfigjson": ".dockerconfigjson",
+                        "kubernetes.io/dockercfg": ".dockercfg"}
+
+
+def validate_secret(obj, errors):
+    validate_config_keys(obj, ("data",), errors)
+    t = obj.get("type")
+    data = obj.get("data") or {}
+    key = SECRET_REQUIRED_KEYS.get(t)
+    if key and not data.get(key):
+        errors.append(fe_required("data[%s]" % key))
+    if t == "kubernetes.io/tls" and not data.get("tls.key"):
+        errors.append(fe_required("data[tls.key]"))
+
+
+def validate_secret_update(old, new, errors):
+    if old.get("type") != new.get("type"):
+        errors.append(fe_invalid("type", new.get("type"), "field is immutable"))
+    if old.get("immutable") and (old.get("data") != new.get("data")):
+        errors.append(fe_forbidden("data", "field is immutable when `immutable` is set"))
+
+
+def validate_configmap_update(old, new, errors):
+    if old.get("immutable") and (old.get("data") != new.get("data") or
+                                 old.get("binaryData") != new.get("binaryData")):
+        errors.append(fe_forbidden("data", "field is immutable when `immutable` is set"))
 
 
 def default_namespace(obj, create, old=None, sub=""):
@@ -862,9 +940,10 @@ def builtin_kinds():
         Kind("", ["v1"], "services", "Service", "service", status=True, short=("svc",), return_deleted=True,
              name_rule="label1035", defaulter=default_service, update_validator=validate_service_update,
              categories=("all",), bookmark={"spec": {}, "status": {"loadBalancer": {}}}),
-        Kind("", ["v1"], "configmaps", "ConfigMap", "configmap", short=("cm",),
-             top=("immutable", "data", "binaryData")),
+        Kind("", ["v1"], "configmaps", "ConfigMap", "configmap", short=("cm",), validator=validate_configmap,
+             update_validator=validate_configmap_update, top=("immutable", "data", "binaryData")),
         Kind("", ["v1"], "secrets", "Secret", "secret", fields=("type",), defaulter=default_secret,
+             validator=validate_secret, update_validator=validate_secret_update,
              top=("immutable", "data", "stringData", "type")),
         Kind("", ["v1"], "events", "Event", "event", short=("ev",), create_on_update=True, fields=EVENT_FIELDS,
              bookmark={"involvedObject": {}, "source": {}, "firstTimestamp": None, "lastTimestamp": None,
@@ -888,7 +967,8 @@ def builtin_kinds():
 
 
 # --------------------------------------------------------------------------------------------
-# Structural schema checks for CRDs registered with a schema
+# Admission of custom resources through their CRD's structural schema (schema.py does the
+# pruning, defaulting and validation; the CEL rules that compare with oldSelf are evaluated here)
 # --------------------------------------------------------------------------------------------
 
 def json_type(v):
@@ -907,94 +987,165 @@ def json_type(v):
     return "object"
 
 
-def schema_unknown_fields(value, schema, path, out):
-    """Paths of fields the schema does not know (pruned, or rejected under Strict)."""
-    if not isinstance(schema, dict):
-        return
-    if isinstance(value, dict):
-        props = schema.get("properties")
-        addl = schema.get("additionalProperties")
-        preserve = schema.get("x-kubernetes-preserve-unknown-fields")
-        for k, v in value.items():
-            p = path + "." + k if path else k
-            if props is not None and k in props:
-                schema_unknown_fields(v, props[k], p, out)
-            elif isinstance(addl, dict):
-                schema_unknown_fields(v, addl, p, out)
-            elif props is not None and not preserve and addl is not True:
-                if path == "" and k in ("apiVersion", "kind", "metadata"):
-                    continue
-                out.append(p)
-    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
-        for i, v in enumerate(value):
-            schema_unknown_fields(v, schema["items"], "%s[%d]" % (path, i), out)
+_said_once = set()
 
 
-def schema_prune(value, schema, path=""):
-    if not isinstance(schema, dict):
-        return value
-    if isinstance(value, dict):
-        props = schema.get("properties")
-        addl = schema.get("additionalProperties")
-        preserve = schema.get("x-kubernetes-preserve-unknown-fields")
-        out = {}
-        for k, v in value.items():
-            if props is not None and k in props:
-                out[k] = schema_prune(v, props[k], k)
-            elif isinstance(addl, dict):
-                out[k] = schema_prune(v, addl, k)
-            elif props is not None and not preserve and addl is not True:
-                if path == "" and k in ("apiVersion", "kind", "metadata"):
-                    out[k] = v
-                continue
-            else:
-                out[k] = v
-        return out
-    if isinstance(value, list) and isinstance(schema.get("items"), dict):
-        return [schema_prune(v, schema["items"], "item") for v in value]
-    return value
+def say_once(text):
+    """One line on stderr, the first time only."""
+    if text not in _said_once:
+        _said_once.add(text)
+        print("apiserver double: " + text, file=sys.stderr, flush=True)
 
 
-def schema_validate(value, schema, path, errors):
-    if not isinstance(schema, dict):
-        return
-    t = schema.get("type")
-    actual = json_type(value)
-    if value is None and schema.get("nullable"):
-        return
-    if t:
-        ok = (actual == t) or (t == "number" and actual == "integer")
+def load_crd_file(path):
+    """The CustomResourceDefinition object of a YAML file, or None (said once on stderr) when the
+    file or PyYAML is missing or the file holds no CRD."""
+    try:
+        import yaml
+    except ImportError:
+        say_once("PyYAML is missing: %s is not loaded, its kind is served without a schema" % path)
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            crd = yaml.load(f, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except (OSError, yaml.YAMLError) as e:
+        say_once("cannot load %s (%s): its kind is served without a schema" % (path, e))
+        return None
+    if not isinstance(crd, dict) or crd.get("kind") != "CustomResourceDefinition":
+        say_once("%s holds no CustomResourceDefinition: its kind is served without a schema" % path)
+        return None
+    return crd
+
+
+def install_crd_schemas(kind, crd):
+    """Gives kind the openAPIV3Schema of each of its versions that the CRD object describes."""
+    spec = crd.get("spec") or {}
+    for v in spec.get("versions") or []:
+        name = v.get("name")
+        if name not in kind.versions:
+            continue
+        try:
+            schema = crd_schema.crd_version_schema(crd, name)
+        except KeyError:
+            continue
+        if not schema or (schema.get("x-kubernetes-preserve-unknown-fields") and not schema.get("properties")):
+            continue
+        kind.schemas[name] = schema
+        if kind.schema is None or name == kind.versions[0]:
+            kind.schema = schema
+
+
+def schema_field_errors(causes):
+    return [FieldError(c["reason"], c["field"], c["message"]) for c in causes]
+
+
+# field.ErrorTypes after which kube-apiserver skips the CEL rules (apiextensions hasBlockingErr)
+CEL_BLOCKING = ("FieldValueNotSupported", "FieldValueRequired", "FieldValueTooLong", "FieldValueTooMany",
+                "FieldValueTypeInvalid")
+CEL_SKIPPED = FieldError("FieldValueInvalid", "<nil>", 'Invalid value: "null": some validation rules were not '
+                         'checked because the object was invalid; correct the existing errors to complete '
+                         'validation')
+
+# The root rule of the MPIJob CRD (scripts/gen-crd.py root_rules), compared without whitespace.
+NETWORKING_RULE = re.sub(r"\s+", "", """
+    (has(oldSelf.status) && has(oldSelf.status.conditions) &&
+      oldSelf.status.conditions.exists(c,
+        (c.type == 'Succeeded' || c.type == 'Failed') && c.status == 'True'))
+    || (has(self.spec.networking) == has(oldSelf.spec.networking) &&
+      (!has(self.spec.networking) || self.spec.networking == oldSelf.spec.networking))""")
+
+
+_rules_of = {}                      # id(schema) -> its x-kubernetes-validations rules (schemas live on)
+
+
+def schema_rules(schema):
+    rules = _rules_of.get(id(schema))
+    if rules is None:
+        rules = _rules_of[id(schema)] = crd_schema.validation_rules(schema)
+    return rules
+
+
+def _rule_target(obj, schema, path):
+    """(present, value, schema type) of the field a rule at `path` ("" or "spec.x") sits on."""
+    value, node = obj, schema or {}
+    for part in [p for p in path.split(".") if p]:
+        if not isinstance(value, dict) or part not in value:
+            return False, None, None
+        value = value[part]
+        node = (node.get("properties") or {}).get(part) or {}
+    return True, value, node.get("type") or "object"
+
+
+def _finished(obj):
+    conds = (obj.get("status") or {}).get("conditions") if isinstance(obj.get("status"), dict) else None
+    return any(isinstance(c, dict) and c.get("type") in ("Succeeded", "Failed") and c.get("status") == "True"
+               for c in (conds if isinstance(conds, list) else []))
+
+
+def transition_errors(schema, new, old):
+    """The x-kubernetes-validations rules that compare with oldSelf, evaluated by hand for the rules
+    the MPIJob CRD has: `self == oldSelf` on a field, and the root networking rule. Others are named
+    once on stderr and pass. Like the server, a field rule runs only where old and new both have
+    the field."""
+    errors = []
+    for r in [r for r in schema_rules(schema) if r["transition"]]:
+        path, rule = r["path"], re.sub(r"\s+", "", r["rule"])
+        if "[" in path or "*" in path:
+            say_once("transition rule at %s not evaluated: %s" % (path, r["rule"]))
+            continue
+        has_new, new_v, t = _rule_target(new, schema, path)
+        has_old, old_v, _ = _rule_target(old, schema, path)
+        if not (has_new and has_old):
+            continue
+        field = r["fieldPath"].lstrip(".") if r["fieldPath"] else path
+        if rule == "self==oldSelf":
+            ok = crd_schema.same_value(new_v, old_v)
+        elif rule == NETWORKING_RULE and path == "":
+            def net(o):
+                spec = o.get("spec") if isinstance(o.get("spec"), dict) else {}
+                return ("networking" in spec), spec.get("networking")
+            (nh, nv), (oh, ov) = net(new_v), net(old_v)
+            ok = _finished(old_v) or (nh == oh and (not nh or crd_schema.same_value(nv, ov)))
+        else:
+            say_once("transition rule at %s not evaluated: %s" % (path or "<root>", r["rule"]))
+            continue
         if not ok:
-            if schema.get("x-kubernetes-int-or-string") or (t == "string" and schema.get("format") ==
-                                                            "int-or-string"):
-                ok = actual in ("integer", "string")
-        if not ok:
-            errors.append(fe_type_invalid(path, actual, "%s in body must be of type %s: %s" % (
-                path, t, go_quote(actual))))
-            return
-    if "enum" in schema and value not in schema["enum"]:
-        errors.append(fe_not_supported(path, value, schema["enum"]))
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if "minimum" in schema and value < schema["minimum"]:
-            errors.append(fe_invalid(path, value, "%s in body should be greater than or equal to %s" % (
-                path, schema["minimum"])))
-        if "maximum" in schema and value > schema["maximum"]:
-            errors.append(fe_invalid(path, value, "%s in body should be less than or equal to %s" % (
-                path, schema["maximum"])))
-    if isinstance(value, dict):
-        for r in schema.get("required") or []:
-            if r not in value:
-                errors.append(fe_required(path + "." + r if path else r))
-        props = schema.get("properties") or {}
-        for k, v in value.items():
-            sub = props.get(k)
-            if sub is None and isinstance(schema.get("additionalProperties"), dict):
-                sub = schema["additionalProperties"]
-            if sub is not None and not (path == "" and k == "metadata"):
-                schema_validate(v, sub, path + "." + k if path else k, errors)
-    if isinstance(value, list) and isinstance(schema.get("items"), dict):
-        for i, v in enumerate(value):
-            schema_validate(v, schema["items"], "%s[%d]" % (path, i), errors)
+            errors.append(fe_invalid(field, t, r["message"] or "failed rule: " + r["rule"]))
+    return errors
+
+
+def unknown_field_warnings(kind, version, body, mode):
+    """fieldValidation on the body as decoded: Strict refuses unknown fields (400), Warn (the default)
+    names each in a warning, Ignore says nothing. Pruning happens later, in admit_schema."""
+    schema = kind.schema_for(version)
+    if not schema or mode == "Ignore" or not isinstance(body, dict):
+        return []
+    unknown = crd_schema.unknown_fields(schema, body)
+    if unknown and mode == "Strict":
+        raise err_bad_request('%s in version "%s" cannot be handled as a %s: strict decoding error: %s' % (
+            kind.kind, version, kind.kind, ", ".join('unknown field "%s"' % u for u in unknown)))
+    return ['unknown field "%s"' % u for u in unknown]
+
+
+def admit_schema(kind, version, obj):
+    """(pruned and defaulted object, schema errors) for a write through `version`."""
+    schema = kind.schema_for(version)
+    if not schema:
+        return obj, []
+    out = crd_schema.apply_defaults(schema, crd_schema.prune(schema, obj))
+    return out, schema_field_errors(crd_schema.validate(schema, out))
+
+
+def admit_rules(kind, version, obj, old, errors):
+    """The CEL step after the schema: skipped with one fieldless cause when an earlier error blocks
+    it (as kube-apiserver does whenever the schema has rules), else the transition rules on update."""
+    schema = kind.schema_for(version)
+    if not schema or not schema_rules(schema):
+        return
+    if any(e.reason in CEL_BLOCKING for e in errors):
+        errors.append(CEL_SKIPPED)
+    elif old is not None:
+        errors.extend(transition_errors(schema, obj, old))
 
 
 # --------------------------------------------------------------------------------------------
@@ -1802,10 +1953,12 @@ class Request:
 
 
 class Api:
-    def __init__(self, tokens, bookmark_interval):
+    def __init__(self, tokens, bookmark_interval, mpijob_crd=MPIJOB_CRD_FILE):
         self.store = Store()
         for k in builtin_kinds():
             self.store.add_kind(k)
+        if mpijob_crd:
+            self.install_mpijob_crd(load_crd_file(mpijob_crd))
         self.startup_tokens = set(tokens)
         self.tokens = set(tokens)
         self.bookmark_interval = bookmark_interval
@@ -1822,6 +1975,12 @@ class Api:
             for n in self.system_namespaces:
                 self._create_object(ns_kind, "v1", None, {"apiVersion": "v1", "kind": "Namespace",
                                                           "metadata": {"name": n}}, {})
+
+    def install_mpijob_crd(self, crd):
+        """MPIJobs are admitted through the project's own CRD object (None: without a schema), like
+        on a real server with that CRD installed."""
+        if crd is not None:
+            install_crd_schemas(self.store.by_gvr[("kubeflow.org", "v2beta1", "mpijobs")], crd)
 
     # ------------------------------------------------------------------ object pipeline pieces
     def _check_body_kind(self, kind, version, body, for_apply=False):
@@ -1886,30 +2045,28 @@ class Api:
         gen = meta.get("generation")
         if gen is not None and (isinstance(gen, bool) or not isinstance(gen, int)):
             raise undecodable("ObjectMeta.metadata.generation", gen, "int64")
+        if kind.skey in (("", "secrets"), ("", "configmaps")):
+            field = "data" if kind.skey == ("", "secrets") else "binaryData"
+            for v in (body.get(field) or {}).values() if isinstance(body.get(field), dict) else ():
+                if isinstance(v, str):
+                    try:
+                        base64.b64decode(v, validate=True)
+                    except ValueError:
+                        alphabet = string.ascii_letters + string.digits + "+/="
+                        at = next((i for i, ch in enumerate(v) if ch not in alphabet), len(v) // 4 * 4)
+                        raise err_bad_request('%s in version "%s" cannot be handled as a %s: illegal base64 '
+                                              'data at input byte %d' % (kind.kind, version, kind.kind, at))
         if not kind.crd:
             problem = shape_problem({k: v for k, v in body.items() if k != "metadata"},
                                     SHAPES.get(kind.skey, {"spec": "object", "status": "object"}), kind.kind)
             if problem:
                 raise undecodable(*problem)
 
-    def _schema_checks(self, kind, version, obj, req, warnings):
-        if not kind.schema:
-            return obj
-        unknown = []
-        schema_unknown_fields(obj, kind.schema, "", unknown)
+    def _field_validation(self, kind, version, body, req, warnings):
+        """Unknown fields of a custom resource body as the decoder sees it (before the status or
+        the rest is dropped for the endpoint): 400 under fieldValidation=Strict, else warnings."""
         mode = (req.q("fieldValidation") or "Warn") if req else "Warn"
-        if unknown and mode == "Strict":
-            raise err_bad_request('%s in version "%s" cannot be handled as a %s: strict decoding error: %s' % (
-                kind.kind, version, kind.kind, ", ".join('unknown field "%s"' % u for u in unknown)))
-        if unknown and mode != "Ignore":
-            for u in unknown:
-                warnings.append('unknown field "%s"' % u)
-        obj = schema_prune(obj, kind.schema)
-        errors = []
-        schema_validate(obj, kind.schema, "", errors)
-        if errors:
-            raise kind.invalid(obj["metadata"].get("name", ""), errors)
-        return obj
+        warnings.extend(unknown_field_warnings(kind, version, body, mode))
 
     def _finish_object(self, kind, obj):
         """Key order like the real server's encoder."""
@@ -1942,6 +2099,7 @@ class Api:
         warnings = warnings if warnings is not None else []
         obj = copy.deepcopy(body)
         self._check_body_kind(kind, version, obj)
+        self._field_validation(kind, version, obj, req, warnings)
         obj["apiVersion"] = kind.gv(kind.versions[0])
         obj["kind"] = kind.kind
         meta = obj["metadata"]
@@ -1966,7 +2124,7 @@ class Api:
         strip_server_meta(meta)
         if kind.status:
             obj.pop("status", None)
-        obj = self._schema_checks(kind, version, obj, req, warnings)
+        obj, schema_errors = admit_schema(kind, version, obj)
         meta = obj["metadata"]
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = now_rfc3339()
@@ -1979,6 +2137,8 @@ class Api:
             errors.append(fe_required("metadata.name", "name or generateName is required"))
         else:
             self._validate(kind, obj, None, errors)
+        errors.extend(schema_errors)
+        admit_rules(kind, version, obj, None, errors)
         if errors:
             raise kind.invalid(name, errors)
         if self.store.get(kind, ns, name) is not None:
@@ -1997,6 +2157,7 @@ class Api:
         if not isinstance(new, dict):
             raise err_bad_request("the body of the request must be a JSON object")
         self._check_body_kind(kind, version, new)
+        self._field_validation(kind, version, new, req, warnings)
         new["apiVersion"] = kind.gv(kind.versions[0])
         new["kind"] = kind.kind
         meta = new["metadata"]
@@ -2050,7 +2211,7 @@ class Api:
             meta.pop("selfLink", None)
             if kind.skey == ("", "services"):
                 service_preserve(old, new)
-        new = self._schema_checks(kind, version, new, req, warnings)
+        new, schema_errors = admit_schema(kind, version, new)
         meta = new["metadata"]
         if kind.defaulter:
             kind.defaulter(new, False, old, sub)
@@ -2062,6 +2223,8 @@ class Api:
                 errors.append(fe_forbidden("metadata.finalizers", "no new finalizers can be added if the object "
                                                                   "is being deleted, found new finalizers %s" %
                                            json.dumps(added)))
+        errors.extend(schema_errors)
+        admit_rules(kind, version, new, old, errors)
         if errors:
             raise kind.invalid(name, errors)
         if kind.generation:
@@ -3197,6 +3360,8 @@ class Handler(BaseHTTPRequestHandler):
             except ValueError:
                 raise err_bad_request("timeoutSeconds: Invalid value: %s: must be an integer" %
                                       go_quote(req.q("timeoutSeconds")))
+            if timeout <= 0:
+                timeout = None          # like the real server: 0 means its own (long) default
         w, expired = api.open_watch(req)
         entry["code"] = 200
         api.add_log(entry)
@@ -3508,6 +3673,8 @@ def main(argv=None):
     ap.add_argument("--extra-crd", action="append", default=[],
                     help="JSON: a CustomResourceDefinition or {group,version(s),plural,kind,singular,"
                          "namespaced,status,schema}; or @FILE")
+    ap.add_argument("--mpijob-crd", default=MPIJOB_CRD_FILE,
+                    help="the MPIJob CRD whose schema admits MPIJobs (\"\": none, no schema checks)")
     args = ap.parse_args(argv)
     tokens = args.token or ["test-token"]
     d = os.path.abspath(args.state_dir)
@@ -3517,12 +3684,19 @@ def main(argv=None):
     except FileNotFoundError:
         pass
 
-    api = Api(tokens, args.bookmark_interval)
+    crd = {}                        # the CRD loads while openssl makes the certificates
+    loader = threading.Thread(target=lambda: crd.update(obj=load_crd_file(args.mpijob_crd)), daemon=True)
+    if args.mpijob_crd:
+        loader.start()
+    api = Api(tokens, args.bookmark_interval, mpijob_crd=None)
     for spec in args.extra_crd:
         text = open(spec[1:]).read() if spec.startswith("@") else spec
         api.store.add_kind(kind_from_crd(json.loads(text)))
 
     ca_crt, crt, key = make_certs(d)
+    if args.mpijob_crd:
+        loader.join()
+        api.install_mpijob_crd(crd.get("obj"))
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(crt, key)
     ctx.set_alpn_protocols(["http/1.1"])
