@@ -3595,7 +3595,7 @@ OPENSSL_CNF = """[req]
 distinguished_name = dn
 prompt = no
 [dn]
-CN = placeholder
+CN = mpijob-apiserver-double
 [v3_ca]
 basicConstraints = critical,CA:TRUE
 keyUsage = critical,keyCertSign,cRLSign,digitalSignature

@@ -12,6 +12,7 @@
 #include "mpijob/controller.h"
 #include "mpijob/status.h"
 #include "support/apiserver.h"
+#include "support/kube_test.h"
 #include "util/clock.h"
 #include "util/json.h"
 
@@ -26,16 +27,7 @@ static struct controller *ctl;
             cr_skip_test("needs the API-server double (request log)");                                \
     } while (0)
 
-static struct kube_client *new_client(void)
-{
-    struct kube_config *cfg = NULL;
-    char err[256];
-    cr_assert_eq(kube_config_load_kubeconfig(srv.kubeconfig, NULL, &cfg, err, sizeof(err)), 0, "%s", err);
-    struct kube_client_options opts = {.qps = -1, .backoff_base_ms = 20, .backoff_max_ms = 200};
-    struct kube_client *c = NULL;
-    cr_assert_eq(kube_client_new(cfg, &opts, &c), 0);
-    return c;
-}
+static struct kube_client *new_client(void) { return test_kube_client(&srv, NULL); }
 
 static void setup(void)
 {
@@ -477,7 +469,8 @@ Test(controller, suspend_while_running_then_resume_waits_for_ready_workers)
 Test(controller, ttl_after_finished_deletes_the_mpijob)
 {
     start_controller();
-    create_job("ttl", "\"runPolicy\":{\"ttlSecondsAfterFinished\":1},");
+    /* timestamps have whole seconds: a TTL of 3 s leaves at least 2 s to see Succeeded first */
+    create_job("ttl", "\"runPolicy\":{\"ttlSecondsAfterFinished\":3},");
     cr_assert(wait_exists(&KUBE_JOBS, "ttl-launcher", 10000));
     set_launcher_job_condition("ttl", "Complete", "");
     cr_assert(wait_condition("ttl", "Succeeded", NULL, 10000));

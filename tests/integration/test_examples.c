@@ -10,6 +10,7 @@
 #include "mpijob/builders.h"
 #include "mpijob/controller.h"
 #include "support/apiserver.h"
+#include "support/kube_test.h"
 #include "util/buf.h"
 #include "util/clock.h"
 #include "util/json.h"
@@ -18,16 +19,7 @@ static struct test_apiserver srv;
 static struct kube_client *admin, *op;
 static struct controller *ctl;
 
-static struct kube_client *new_client(void)
-{
-    struct kube_config *cfg = NULL;
-    char err[256];
-    cr_assert_eq(kube_config_load_kubeconfig(srv.kubeconfig, NULL, &cfg, err, sizeof(err)), 0, "%s", err);
-    struct kube_client_options opts = {.qps = -1};
-    struct kube_client *c = NULL;
-    cr_assert_eq(kube_client_new(cfg, &opts, &c), 0);
-    return c;
-}
+static struct kube_client *new_client(void) { return test_kube_client(&srv, NULL); }
 
 static void setup(void)
 {

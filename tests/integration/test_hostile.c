@@ -18,6 +18,7 @@
 #include "mpijob/builders.h"
 #include "mpijob/controller.h"
 #include "support/apiserver.h"
+#include "support/kube_test.h"
 #include "util/clock.h"
 #include "util/json.h"
 
@@ -26,16 +27,7 @@ static struct kube_client *admin, *operator_client;
 static struct event_recorder *recorder;
 static struct controller *ctl;
 
-static struct kube_client *new_client(void)
-{
-    struct kube_config *cfg = NULL;
-    char err[256];
-    cr_assert_eq(kube_config_load_kubeconfig(srv.kubeconfig, NULL, &cfg, err, sizeof(err)), 0, "%s", err);
-    struct kube_client_options opts = {.qps = -1, .backoff_base_ms = 20, .backoff_max_ms = 200};
-    struct kube_client *c = NULL;
-    cr_assert_eq(kube_client_new(cfg, &opts, &c), 0);
-    return c;
-}
+static struct kube_client *new_client(void) { return test_kube_client(&srv, NULL); }
 
 static void setup(void)
 {

@@ -12,6 +12,7 @@
 #include "kube/config.h"
 #include "kube/leaderelection.h"
 #include "support/apiserver.h"
+#include "support/kube_test.h"
 #include "util/clock.h"
 #include "util/json.h"
 
@@ -47,13 +48,7 @@ static void on_new_leader(void *ctx, const char *identity)
 
 static struct kube_client *new_client(const struct kube_client_options *opts)
 {
-    struct kube_config *cfg = NULL;
-    char err[256];
-    cr_assert_eq(kube_config_load_kubeconfig(srv.kubeconfig, NULL, &cfg, err, sizeof(err)), 0,
-                 "%s", err);
-    struct kube_client *c = NULL;
-    cr_assert_eq(kube_client_new(cfg, opts, &c), 0);
-    return c;
+    return test_kube_client(&srv, opts);
 }
 
 static void candidate_start(struct candidate *cand, const char *identity, bool keep_lease_on_stop,

@@ -12,6 +12,7 @@
 #include "mpijob/builders.h"
 #include "mpijob/controller.h"
 #include "support/apiserver.h"
+#include "support/kube_test.h"
 #include "util/clock.h"
 #include "util/json.h"
 
@@ -31,16 +32,7 @@ static void count_writes(void *ctx, const char *verb, long code, uint64_t ms)
         kube_client_fence_writes(f->client, true);
 }
 
-static struct kube_client *client_for(struct test_apiserver *s)
-{
-    struct kube_config *cfg = NULL;
-    char err[256];
-    cr_assert_eq(kube_config_load_kubeconfig(s->kubeconfig, NULL, &cfg, err, sizeof(err)), 0, "%s", err);
-    struct kube_client_options opts = {.qps = -1, .backoff_base_ms = 20, .backoff_max_ms = 100};
-    struct kube_client *c = NULL;
-    cr_assert_eq(kube_client_new(cfg, &opts, &c), 0);
-    return c;
-}
+static struct kube_client *client_for(struct test_apiserver *s) { return test_kube_client(s, NULL); }
 
 static const char *JOB =
     "{\"apiVersion\":\"kubeflow.org/v2beta1\",\"kind\":\"MPIJob\",\"metadata\":{\"name\":\"idem\"},\"spec\":{"

@@ -1,0 +1,12 @@
+/* A client of the project's own (src/kube) for the API server a test started. */
+#ifndef TESTS_SUPPORT_KUBE_TEST_H
+#define TESTS_SUPPORT_KUBE_TEST_H
+
+#include "kube/client.h"
+#include "support/apiserver.h"
+
+/* Loads the server's kubeconfig and builds a client; fails the running test on any error.
+ * opts NULL: what tests want: no client-side rate limit, backoffs of 20 to 200 ms. */
+struct kube_client *test_kube_client(const struct test_apiserver *s, const struct kube_client_options *opts);
+
+#endif
