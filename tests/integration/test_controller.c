@@ -227,6 +227,21 @@ Test(controller, creates_every_object_in_order_then_follows_the_job_to_success)
     set_pod_running("pi-worker-1");
     start_launcher_pod("pi");
     cr_assert(wait_condition("pi", "Running", "MPIJobRunning", 10000), "Running when launcher and workers run");
+    /* discover_hosts.sh follows the Running workers (Horovod elastic). */
+    uint64_t until = clock_now_ms() + 5000;
+    bool listed = false;
+    while (!listed && clock_now_ms() < until) {
+        cJSON *cm = NULL;
+        if (kube_get(admin, &KUBE_CONFIGMAPS, "default", "pi-config", &cm, NULL) == 0) {
+            const cJSON *script = cJSON_GetObjectItem(cJSON_GetObjectItem(cm, "data"), "discover_hosts.sh");
+            listed = cJSON_IsString(script) && strstr(script->valuestring, "echo pi-worker-0.pi.default.svc\n") &&
+                     strstr(script->valuestring, "echo pi-worker-1.pi.default.svc\n");
+        }
+        cJSON_Delete(cm);
+        if (!listed)
+            clock_sleep_ms(50);
+    }
+    cr_assert(listed, "discover_hosts.sh lists both Running workers");
 
     set_launcher_job_condition("pi", "Complete", "");
     cr_assert(wait_condition("pi", "Succeeded", "MPIJobSucceeded", 10000));
@@ -539,4 +554,63 @@ Test(controller, gang_scheduling_creates_the_podgroup_before_the_pods)
 
     set_suspend("gang", true);
     cr_assert(wait_gone(&PODGROUP_VOLCANO, "gang", 10000), "suspend deletes the PodGroup");
+}
+
+static int count_events(const char *reason)
+{
+    event_recorder_flush(recorder);
+    char selector[128];
+    snprintf(selector, sizeof(selector), "reason=%s", reason);
+    struct kube_list_opts lo = {.field_selector = selector};
+    cJSON *items = NULL;
+    if (kube_list_all(admin, &KUBE_EVENTS, "default", &lo, &items, NULL, NULL) != 0)
+        return -1;
+    int n = cJSON_GetArraySize(items);
+    cJSON_Delete(items);
+    return n;
+}
+
+Test(controller, transport_conflicts_and_unforwarded_variables_are_warned)
+{
+    start_controller();
+    /* The user pins NCCL_IB_DISABLE=0 while asking for TCP: kept, and a Warning says so. */
+    const char *conflict =
+        "{\"apiVersion\":\"kubeflow.org/v2beta1\",\"kind\":\"MPIJob\",\"metadata\":{\"name\":\"tc\"},\"spec\":{"
+        "\"networking\":{\"transport\":\"TCP\"},\"mpiReplicaSpecs\":{\"Launcher\":{\"template\":{\"spec\":{\"containers\":"
+        "[{\"name\":\"l\",\"image\":\"w\",\"command\":[\"mpirun\",\"train\"],\"env\":[{\"name\":\"NCCL_IB_DISABLE\","
+        "\"value\":\"0\"}]}]}}},\"Worker\":{\"replicas\":1,\"template\":{\"spec\":{\"containers\":[{\"name\":\"w\","
+        "\"image\":\"w\"}]}}}}}}";
+    /* A shell line that uses -x: nothing is changed in it, and a Warning names what to forward. */
+    const char *shell =
+        "{\"apiVersion\":\"kubeflow.org/v2beta1\",\"kind\":\"MPIJob\",\"metadata\":{\"name\":\"sh\"},\"spec\":{"
+        "\"networking\":{\"transport\":\"RDMA\"},\"mpiReplicaSpecs\":{\"Launcher\":{\"template\":{\"spec\":{\"containers\":"
+        "[{\"name\":\"l\",\"image\":\"w\",\"command\":[\"sh\",\"-c\",\"mpirun -x FOO -np 2 python train.py\"]}]}}},"
+        "\"Worker\":{\"replicas\":1,\"template\":{\"spec\":{\"containers\":[{\"name\":\"w\",\"image\":\"w\"}]}}}}}}";
+    const char *bodies[] = {conflict, shell};
+    for (int i = 0; i < 2; i++) {
+        cJSON *job = cJSON_Parse(bodies[i]);
+        cr_assert_eq(kube_create(admin, &MPIJOB_RESOURCE_V2BETA1, "default", job, NULL, NULL), 0);
+        cJSON_Delete(job);
+    }
+    cr_assert(wait_exists(&KUBE_JOBS, "tc-launcher", 10000));
+    cr_assert(wait_exists(&KUBE_JOBS, "sh-launcher", 10000));
+    cr_assert_geq(count_events("TransportConflict"), 1, "a Warning for the conflicting variable");
+    cr_assert_geq(count_events("TransportNotForwarded"), 1, "a Warning naming what the shell line must forward");
+
+    cJSON *lj = NULL;
+    cr_assert_eq(kube_get(admin, &KUBE_JOBS, "default", "tc-launcher", &lj, NULL), 0);
+    const cJSON *e;
+    const char *value = NULL;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItem(cJSON_GetArrayItem(json_path(lj, "spec.template.spec.containers"), 0), "env")) {
+        if (strcmp(json_string(e, "name"), "NCCL_IB_DISABLE") == 0)
+            value = json_string(e, "value");
+    }
+    cr_assert_str_eq(value, "0", "the user's value is kept");
+    cJSON_Delete(lj);
+    cJSON *shj = NULL;
+    cr_assert_eq(kube_get(admin, &KUBE_JOBS, "default", "sh-launcher", &shj, NULL), 0);
+    const cJSON *cmd = json_path(cJSON_GetArrayItem(json_path(shj, "spec.template.spec.containers"), 0), "command");
+    cr_assert_str_eq(cJSON_GetArrayItem(cmd, 2)->valuestring, "mpirun -x FOO -np 2 python train.py",
+                     "the shell line is not touched");
+    cJSON_Delete(shj);
 }
