@@ -69,18 +69,21 @@ cJSON *json_ensure_object(cJSON *root, const char *dotted)
 
 int json_set_string(cJSON *obj, const char *name, const char *value)
 {
+    cJSON *have = cJSON_GetObjectItemCaseSensitive(obj, name);
+    if (cJSON_IsString(have)) {
+        /* In place: on failure the old value stays, unlike cJSON_ReplaceItemInObject, which in
+         * cJSON 1.7.15 can leave an item without a key when memory runs out. */
+        return cJSON_SetValuestring(have, value) ? 0 : -ENOMEM;
+    }
     cJSON *s = cJSON_CreateString(value);
     if (!s)
         return -ENOMEM;
-    if (cJSON_GetObjectItemCaseSensitive(obj, name)) {
-        if (!cJSON_ReplaceItemInObjectCaseSensitive(obj, name, s)) {
-            cJSON_Delete(s);
-            return -ENOMEM;
-        }
-    } else if (!cJSON_AddItemToObject(obj, name, s)) {
+    if (!cJSON_AddItemToObject(obj, name, s)) {
         cJSON_Delete(s);
         return -ENOMEM;
     }
+    if (have)
+        cJSON_Delete(cJSON_DetachItemViaPointer(obj, have)); /* the new member went in first */
     return 0;
 }
 
