@@ -13,6 +13,7 @@
 #include "kube/config.h"
 #include "kube/events.h"
 #include "mpijob/controller.h"
+#include "util/clock.h"
 #include "util/log.h"
 
 #define MAX_NAMESPACES 64
@@ -196,6 +197,23 @@ int main(int argc, char **argv)
         cJSON_Delete(version);
         kube_client_free(client);
         return rc < 0 ? 1 : 0;
+    }
+
+    /* The CRD first: without it there is nothing to watch, and the user should hear why. An API
+     * server that cannot be reached yet is waited for, with backoff and a line per attempt. */
+    for (uint64_t delay_ms = 1000;; delay_ms = delay_ms < 30000 ? delay_ms * 2 : 30000) {
+        char why[512] = "";
+        rc = controller_check_crd(client, why, sizeof(why));
+        if (rc == 0)
+            break;
+        if (rc == MPIJOB_ENOCRD || rc == KUBE_EUNAUTHORIZED || rc == KUBE_EFORBIDDEN) {
+            log_error("cannot start", "error=\"%s\"", why);
+            kube_client_free(client);
+            return 1;
+        }
+        log_warn("API server not reachable yet; retrying", "server=%s error=\"%s\" retry_in_ms=%llu",
+                 kube_client_config(client)->server, why, (unsigned long long)delay_ms);
+        clock_sleep_ms(delay_ms);
     }
 
     /* Signals are taken by sigwait below, never by the worker threads. */

@@ -175,6 +175,37 @@ int controller_start(const struct controller_config *cfg, struct controller **ou
 
 uint64_t controller_reconciles(struct controller *c) { return c->reconciles; }
 
+int controller_check_crd(struct kube_client *client, char *err, size_t err_len)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "/apis/%s/%s", MPIJOB_RESOURCE_V2BETA1.group, MPIJOB_RESOURCE_V2BETA1.version);
+    cJSON *list = NULL;
+    struct kube_status st = {.retry_after_s = -1};
+    int rc = kube_request(client, "GET", path, NULL, NULL, NULL, &list, &st);
+    bool served = false;
+    if (rc == 0) {
+        const cJSON *r;
+        cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(list, "resources")) {
+            const cJSON *name = cJSON_GetObjectItemCaseSensitive(r, "name");
+            if (cJSON_IsString(name) && strcmp(name->valuestring, MPIJOB_RESOURCE_V2BETA1.plural) == 0)
+                served = true;
+        }
+    }
+    if (rc == KUBE_ENOTFOUND || (rc == 0 && !served)) {
+        snprintf(err, err_len,
+                 "the MPIJob CRD is not installed: %s does not serve %s/%s %s; install it with "
+                 "kubectl apply -f manifests/crd/kubeflow.org_mpijobs.yaml",
+                 kube_client_config(client)->server, MPIJOB_RESOURCE_V2BETA1.group,
+                 MPIJOB_RESOURCE_V2BETA1.version, MPIJOB_RESOURCE_V2BETA1.plural);
+        rc = MPIJOB_ENOCRD;
+    } else if (rc < 0) {
+        snprintf(err, err_len, "%s%s%s", kube_strerror(rc), st.message ? ": " : "", st.message ? st.message : "");
+    }
+    kube_status_clear(&st);
+    cJSON_Delete(list);
+    return rc;
+}
+
 void controller_stop(struct controller *c)
 {
     if (!c)

@@ -25,6 +25,12 @@ struct controller_config {
 
 struct controller;
 
+/* Checks that the API server serves kubeflow.org/v2beta1 mpijobs (the CRD is installed).
+ * 0; MPIJOB_ENOCRD with a message in err when it does not; another negative code (transport,
+ * Unauthorized...) when the question could not be asked. */
+#define MPIJOB_ENOCRD (-2002)
+int controller_check_crd(struct kube_client *client, char *err, size_t err_len);
+
 /* Starts the informers, waits until their caches are synced, then the reconcile threads.
  * 0, KUBE_ETIMEOUT when the caches did not sync in time, or another negative code. */
 int controller_start(const struct controller_config *cfg, struct controller **out);

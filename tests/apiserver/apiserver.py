@@ -1822,6 +1822,17 @@ class Store:
         self.by_skey = {}
 
     # ---- kinds ----
+    def remove_kind(self, kind):
+        """Stops serving a kind, as when its CRD is deleted (its objects go with it)."""
+        with self.lock:
+            if kind in self.kinds:
+                self.kinds.remove(kind)
+            for v in kind.versions:
+                if self.by_gvr.get((kind.group, v, kind.plural)) is kind:
+                    del self.by_gvr[(kind.group, v, kind.plural)]
+            self.by_skey.pop(kind.skey, None)
+            self.objects.pop(kind.skey, None)
+
     def add_kind(self, kind):
         with self.lock:
             for v in kind.versions:
@@ -3675,6 +3686,8 @@ def main(argv=None):
                          "namespaced,status,schema}; or @FILE")
     ap.add_argument("--mpijob-crd", default=MPIJOB_CRD_FILE,
                     help="the MPIJob CRD whose schema admits MPIJobs (\"\": none, no schema checks)")
+    ap.add_argument("--without-crds", action="store_true",
+                    help="serve no custom resources (MPIJobs, PodGroups), as a cluster without the CRDs")
     args = ap.parse_args(argv)
     tokens = args.token or ["test-token"]
     d = os.path.abspath(args.state_dir)
@@ -3689,6 +3702,10 @@ def main(argv=None):
     if args.mpijob_crd:
         loader.start()
     api = Api(tokens, args.bookmark_interval, mpijob_crd=None)
+    if args.without_crds:
+        for kind in [k for k in api.store.kinds if k.crd]:
+            api.store.remove_kind(kind)
+        args.mpijob_crd = ""
     for spec in args.extra_crd:
         text = open(spec[1:]).read() if spec.startswith("@") else spec
         api.store.add_kind(kind_from_crd(json.loads(text)))

@@ -87,6 +87,8 @@ def run_double(args):
         argv += ["--bookmark-interval", str(args.bookmark_interval)]
     for crd in args.extra_crd:
         argv += ["--extra-crd", crd]
+    if args.without_crds:
+        argv += ["--without-crds"]
     sys.stdout.flush()
     sys.stderr.flush()
     os.execv(sys.executable, argv)
@@ -237,12 +239,13 @@ class Real:
 
         self.wait_for("kube-apiserver /readyz", readyz, deadline)
 
-        for c in CRDS:
+        crds = [] if self.args.without_crds else CRDS
+        for c in crds:
             code, body = self.https("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", c)
             if code not in (201, 409):
                 raise RuntimeError("creating CRD %s: HTTP %d: %s" % (c["metadata"]["name"], code,
                                                                       body[:500].decode(errors="replace")))
-        for c in CRDS:
+        for c in crds:
             name = c["metadata"]["name"]
             group = c["spec"]["group"]
             plural = c["spec"]["names"]["plural"]
@@ -310,6 +313,8 @@ def main():
                     help="return once the server is ready, leaving it running in its own session")
     ap.add_argument("--bookmark-interval", type=float, default=None, help="(the double only)")
     ap.add_argument("--extra-crd", action="append", default=[], help="(the double only) see apiserver.py")
+    ap.add_argument("--without-crds", action="store_true",
+                    help="install no CRD (the double: serve no custom resources)")
     args = ap.parse_args()
     args.state_dir = os.path.abspath(args.state_dir)
     os.makedirs(args.state_dir, exist_ok=True)

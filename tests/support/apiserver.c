@@ -176,7 +176,7 @@ static int read_pids(const struct test_apiserver *s, int *pids, int max)
     return n;
 }
 
-int test_apiserver_start(struct test_apiserver *s)
+static int start_with(struct test_apiserver *s, const char *extra_arg)
 {
     memset(s, 0, sizeof(*s));
     pthread_once(&curl_once, curl_init_once);
@@ -202,7 +202,7 @@ int test_apiserver_start(struct test_apiserver *s)
         s->dir[0] = 0;
         return -1;
     }
-    char *const argv[] = {python, script, "--state-dir", s->dir, "--token", s->token, NULL};
+    char *const argv[] = {python, script, "--state-dir", s->dir, "--token", s->token, (char *)extra_arg, NULL};
     static const char exec_failed[] = "test_apiserver: cannot exec python3\n";
 
     pid_t parent = getpid();
@@ -413,3 +413,7 @@ int test_apiserver_request(struct test_apiserver *s, const char *method, const c
 {
     return http(s, method, path, content_type, body, out);
 }
+
+int test_apiserver_start(struct test_apiserver *s) { return start_with(s, NULL); }
+
+int test_apiserver_start_without_crds(struct test_apiserver *s) { return start_with(s, "--without-crds"); }

@@ -29,6 +29,9 @@ struct test_apiserver {
  * ready. Returns 0, or -1 with a message on stderr (nothing is left running then). */
 int test_apiserver_start(struct test_apiserver *s);
 
+/* The same, for a cluster where no CRD is installed (no MPIJobs, no PodGroups). */
+int test_apiserver_start_without_crds(struct test_apiserver *s);
+
 /* Stops every server process (SIGTERM, then SIGKILL after 5 s) and removes the state directory.
  * Safe to call twice or after a failed start. */
 void test_apiserver_stop(struct test_apiserver *s);
