@@ -4,6 +4,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include "kube/client.h"
 #include "kube/config.h"
 #include "kube/events.h"
+#include "kube/leaderelection.h"
 #include "mpijob/controller.h"
 #include "util/clock.h"
 #include "util/log.h"
@@ -29,6 +31,8 @@ struct flags {
     const char *gang_scheduling;
     int max_workers;
     int leader_elect;
+    const char *lease_namespace;
+    int lease_duration_s, renew_deadline_s, retry_period_s;
     int check;
 };
 
@@ -49,7 +53,11 @@ static void usage(FILE *out)
             "  --cluster-domain D             none (host names end in .svc)\n"
             "  --gang-scheduling NAME         none; volcano, or a scheduler-plugins scheduler name\n"
             "  --max-workers N                10000 (jobs asking for more are invalid)\n"
-            "  --leader-elect=false           false (leader election is not part of this build)\n"
+            "  --leader-elect=true|false      true (one active replica, on a Lease)\n"
+            "  --lease-namespace NS           the config's namespace (in-cluster: the pod's)\n"
+            "  --lease-duration S             15\n"
+            "  --renew-deadline S             10\n"
+            "  --retry-period S               2\n"
             "  --log-format text|json         text\n"
             "  --check                        connect, print the server version, exit\n"
             "  -v                             verbose (debug) logging\n"
@@ -71,7 +79,8 @@ static int parse_int(const char *flag, const char *value, int min, int max, int 
 /* 0 to run, 1 to exit 0 (help), 2 for a usage error. */
 static int parse_flags(int argc, char **argv, struct flags *f)
 {
-    enum { KUBECONFIG = 256, CONTEXT, NAMESPACE, THREADS, QPS, BURST, DOMAIN, GANG, MAXW, LEADER, LOGFMT, CHECK };
+    enum { KUBECONFIG = 256, CONTEXT, NAMESPACE, THREADS, QPS, BURST, DOMAIN, GANG, MAXW, LEADER, LOGFMT, CHECK,
+           LEASE_NS, LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD };
     static const struct option opts[] = {
         {"kubeconfig", required_argument, NULL, KUBECONFIG}, {"context", required_argument, NULL, CONTEXT},
         {"namespace", required_argument, NULL, NAMESPACE},   {"threads", required_argument, NULL, THREADS},
@@ -79,8 +88,13 @@ static int parse_flags(int argc, char **argv, struct flags *f)
         {"cluster-domain", required_argument, NULL, DOMAIN}, {"gang-scheduling", required_argument, NULL, GANG},
         {"max-workers", required_argument, NULL, MAXW},      {"leader-elect", optional_argument, NULL, LEADER},
         {"log-format", required_argument, NULL, LOGFMT},     {"check", no_argument, NULL, CHECK},
+        {"lease-namespace", required_argument, NULL, LEASE_NS},
+        {"lease-duration", required_argument, NULL, LEASE_DURATION},
+        {"renew-deadline", required_argument, NULL, RENEW_DEADLINE},
+        {"retry-period", required_argument, NULL, RETRY_PERIOD},
         {"help", no_argument, NULL, 'h'},                    {NULL, 0, NULL, 0}};
-    *f = (struct flags){.threads = 2, .qps = 20, .burst = 30, .max_workers = 10000};
+    *f = (struct flags){.threads = 2, .qps = 20, .burst = 30, .max_workers = 10000, .leader_elect = 1,
+                        .lease_duration_s = 15, .renew_deadline_s = 10, .retry_period_s = 2};
     int opt;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, "hv", opts, NULL)) != -1) {
@@ -119,14 +133,26 @@ static int parse_flags(int argc, char **argv, struct flags *f)
             break;
         case LEADER:
             if (!optarg || strcmp(optarg, "true") == 0) {
-                fprintf(stderr, "mpijob-operator: leader election is not part of this build; "
-                                "run one replica with --leader-elect=false\n");
-                return 2;
-            }
-            if (strcmp(optarg, "false") != 0) {
+                f->leader_elect = 1;
+            } else if (strcmp(optarg, "false") == 0) {
+                f->leader_elect = 0;
+            } else {
                 fprintf(stderr, "mpijob-operator: --leader-elect takes true or false, got '%s'\n", optarg);
                 return 2;
             }
+            break;
+        case LEASE_NS: f->lease_namespace = optarg; break;
+        case LEASE_DURATION:
+            if (parse_int("--lease-duration", optarg, 2, 3600, &f->lease_duration_s) < 0)
+                return 2;
+            break;
+        case RENEW_DEADLINE:
+            if (parse_int("--renew-deadline", optarg, 1, 3600, &f->renew_deadline_s) < 0)
+                return 2;
+            break;
+        case RETRY_PERIOD:
+            if (parse_int("--retry-period", optarg, 1, 3600, &f->retry_period_s) < 0)
+                return 2;
             break;
         case LOGFMT:
             if (strcmp(optarg, "json") == 0)
@@ -148,7 +174,53 @@ static int parse_flags(int argc, char **argv, struct flags *f)
         fprintf(stderr, "mpijob-operator: unexpected argument '%s'\n", argv[optind]);
         return 2;
     }
+    if (!(f->retry_period_s < f->renew_deadline_s && f->renew_deadline_s < f->lease_duration_s)) {
+        fprintf(stderr, "mpijob-operator: need --retry-period < --renew-deadline < --lease-duration\n");
+        return 2;
+    }
     return 0;
+}
+
+/* What the signal thread and the elector's callbacks tell the main thread. */
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    bool leading, lost, stopping;
+    struct kube_client *controller_client;
+} state = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false, false, NULL};
+
+static void *wait_for_signal(void *arg)
+{
+    int sig = 0;
+    sigwait(arg, &sig);
+    log_info("stopping", "signal=%s", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    pthread_mutex_lock(&state.lock);
+    state.stopping = true;
+    pthread_cond_broadcast(&state.cond);
+    pthread_mutex_unlock(&state.lock);
+    return NULL;
+}
+
+static void started_leading(void *ctx)
+{
+    log_info("leading", "%s", "");
+    pthread_mutex_lock(&state.lock);
+    state.leading = true;
+    pthread_cond_broadcast(&state.cond);
+    pthread_mutex_unlock(&state.lock);
+}
+
+/* Losing the lease stops reconciling at once: no write leaves the controller's client after
+ * this, even from a reconcile in flight. */
+static void stopped_leading(void *ctx)
+{
+    if (state.controller_client)
+        kube_client_fence_writes(state.controller_client, true);
+    pthread_mutex_lock(&state.lock);
+    state.lost = state.leading;
+    state.leading = false;
+    pthread_cond_broadcast(&state.cond);
+    pthread_mutex_unlock(&state.lock);
 }
 
 int main(int argc, char **argv)
@@ -216,12 +288,15 @@ int main(int argc, char **argv)
         clock_sleep_ms(delay_ms);
     }
 
-    /* Signals are taken by sigwait below, never by the worker threads. */
+    /* Signals go to one thread that only records them; every other thread has them blocked. */
     sigset_t stop_signals;
     sigemptyset(&stop_signals);
     sigaddset(&stop_signals, SIGTERM);
     sigaddset(&stop_signals, SIGINT);
     pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
+    pthread_t signal_thread;
+    pthread_create(&signal_thread, NULL, wait_for_signal, &stop_signals);
+    pthread_detach(signal_thread);
 
     char host[HOST_NAME_MAX + 1] = "";
     gethostname(host, sizeof(host));
@@ -230,26 +305,89 @@ int main(int argc, char **argv)
         kube_client_free(client);
         return 1;
     }
-    struct controller_config ccfg = {
-        .client = client,
-        .namespaces = f.namespaces,
-        .n_namespaces = f.n_namespaces,
-        .threads = f.threads,
-        .options = {.cluster_domain = f.cluster_domain, .gang_scheduler = f.gang_scheduling},
-        .limits = {.max_workers = f.max_workers},
-        .events = events,
-    };
-    struct controller *ctl = NULL;
-    rc = controller_start(&ccfg, &ctl);
-    if (rc < 0) {
-        log_error("controller did not start", "error=\"%s\"", kube_strerror(rc));
+
+    /* Leader election runs on a client of its own: when the lease is lost, the controller's
+     * client is fenced at once, and the elector must still be able to talk. */
+    struct leader_elector *elector = NULL;
+    struct kube_client *election_client = NULL;
+    char identity[HOST_NAME_MAX + 32];
+    snprintf(identity, sizeof(identity), "%s_%d", host[0] ? host : "mpijob-operator", (int)getpid());
+    state.controller_client = client;
+    if (f.leader_elect) {
+        char err2[512];
+        struct kube_config *ecfg = NULL;
+        if (f.kubeconfig || getenv("KUBECONFIG") || !getenv("KUBERNETES_SERVICE_HOST"))
+            rc = kube_config_load_kubeconfig(f.kubeconfig, f.context, &ecfg, err2, sizeof(err2));
+        else
+            rc = kube_config_load_in_cluster(NULL, &ecfg, err2, sizeof(err2));
+        if (rc == 0)
+            rc = kube_client_new(ecfg, &copts, &election_client);
+        struct leader_election_config lcfg = {
+            .lease_namespace = f.lease_namespace ? f.lease_namespace : kube_client_config(client)->namespace,
+            .lease_name = "mpijob-operator",
+            .identity = identity,
+            .lease_duration_ms = (uint64_t)f.lease_duration_s * 1000,
+            .renew_deadline_ms = (uint64_t)f.renew_deadline_s * 1000,
+            .retry_period_ms = (uint64_t)f.retry_period_s * 1000,
+            .on_started_leading = started_leading,
+            .on_stopped_leading = stopped_leading,
+            .ctx = &state,
+        };
+        if (rc == 0)
+            rc = leader_elector_start(election_client, &lcfg, &elector);
+        if (rc < 0) {
+            log_error("leader election did not start", "error=\"%s\"", kube_strerror(rc));
+            event_recorder_free(events);
+            kube_client_free(election_client);
+            kube_client_free(client);
+            return 1;
+        }
+        log_info("waiting to lead", "lease=%s/mpijob-operator identity=%s", lcfg.lease_namespace, identity);
     } else {
-        int sig = 0;
-        sigwait(&stop_signals, &sig);
-        log_info("stopping", "signal=%s", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-        controller_stop(ctl);
+        state.leading = true;
     }
+
+    pthread_mutex_lock(&state.lock);
+    while (!state.leading && !state.stopping)
+        pthread_cond_wait(&state.cond, &state.lock);
+    bool run_controller = state.leading && !state.stopping;
+    pthread_mutex_unlock(&state.lock);
+
+    struct controller *ctl = NULL;
+    int exit_code = 0;
+    if (run_controller) {
+        struct controller_config ccfg = {
+            .client = client,
+            .namespaces = f.namespaces,
+            .n_namespaces = f.n_namespaces,
+            .threads = f.threads,
+            .options = {.cluster_domain = f.cluster_domain, .gang_scheduler = f.gang_scheduling},
+            .limits = {.max_workers = f.max_workers},
+            .events = events,
+        };
+        rc = controller_start(&ccfg, &ctl);
+        if (rc < 0) {
+            log_error("controller did not start", "error=\"%s\"", kube_strerror(rc));
+            exit_code = 1;
+        } else {
+            pthread_mutex_lock(&state.lock);
+            while (!state.lost && !state.stopping)
+                pthread_cond_wait(&state.cond, &state.lock);
+            pthread_mutex_unlock(&state.lock);
+            /* Stop taking work; reconciles in flight finish (their writes are fenced if the
+             * lease was lost). */
+            controller_stop(ctl);
+        }
+    }
+    if (state.lost && !state.stopping) {
+        log_error("lost the lease; exiting so that a fresh candidate takes over", "identity=%s", identity);
+        exit_code = 1;
+    }
+    leader_elector_stop(elector); /* releases the Lease when still leading */
+    kube_client_free(election_client);
+    log_info("stopped", "exit=%d", exit_code);
     event_recorder_free(events);
     kube_client_free(client);
-    return rc < 0 ? 1 : 0;
+    return exit_code;
 }
+

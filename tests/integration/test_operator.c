@@ -15,6 +15,17 @@
 #include "util/clock.h"
 
 static char binary[512], log_path[600];
+static pid_t children[8];
+static int n_children;
+
+/* Whatever a failed assertion left running is stopped here. */
+static void reap_children(void)
+{
+    for (int i = 0; i < n_children; i++)
+        if (children[i] > 0 && kill(children[i], SIGKILL) == 0)
+            waitpid(children[i], NULL, 0);
+    n_children = 0;
+}
 
 static void find_binary(void)
 {
@@ -36,6 +47,8 @@ static pid_t spawn(char *const args[])
         execv(binary, args);
         _exit(127);
     }
+    if (n_children < 8)
+        children[n_children++] = pid;
     return pid;
 }
 
@@ -64,7 +77,9 @@ static bool log_has(const char *text)
     return strstr(buf, text) != NULL;
 }
 
-Test(operator, bad_flags_exit_2_with_usage, .init = find_binary, .timeout = 30)
+TestSuite(operator, .init = find_binary, .fini = reap_children);
+
+Test(operator, bad_flags_exit_2_with_usage, .timeout = 30)
 {
     char *const a1[] = {binary, "--threads", "many", NULL};
     cr_assert_eq(wait_exit(spawn(a1), 5000), 2);
@@ -77,7 +92,7 @@ Test(operator, bad_flags_exit_2_with_usage, .init = find_binary, .timeout = 30)
     unlink(log_path);
 }
 
-Test(operator, missing_crd_is_a_clear_error, .init = find_binary, .timeout = 60)
+Test(operator, missing_crd_is_a_clear_error, .timeout = 60)
 {
     struct test_apiserver srv;
     cr_assert_eq(test_apiserver_start_without_crds(&srv), 0);
@@ -89,7 +104,7 @@ Test(operator, missing_crd_is_a_clear_error, .init = find_binary, .timeout = 60)
     unlink(log_path);
 }
 
-Test(operator, unreachable_api_server_is_waited_for, .init = find_binary, .timeout = 60)
+Test(operator, unreachable_api_server_is_waited_for, .timeout = 60)
 {
     char kc[640];
     snprintf(kc, sizeof(kc), "%s.kubeconfig", log_path);
@@ -109,12 +124,13 @@ Test(operator, unreachable_api_server_is_waited_for, .init = find_binary, .timeo
     unlink(log_path);
 }
 
-Test(operator, serves_a_job_and_stops_on_sigterm, .init = find_binary, .timeout = 60)
+Test(operator, serves_a_job_and_stops_on_sigterm, .timeout = 60)
 {
     struct test_apiserver srv;
     cr_assert_eq(test_apiserver_start(&srv), 0);
     struct kube_client *admin = test_kube_client(&srv, NULL);
-    char *const args[] = {binary, "--kubeconfig", srv.kubeconfig, "--namespace", "default", "--threads", "2", NULL};
+    char *const args[] = {binary, "--kubeconfig", srv.kubeconfig, "--namespace", "default", "--threads", "2",
+                          "--leader-elect=false", NULL};
     pid_t pid = spawn(args);
     cJSON *job = cJSON_Parse(
         "{\"apiVersion\":\"kubeflow.org/v2beta1\",\"kind\":\"MPIJob\",\"metadata\":{\"name\":\"cli\"},\"spec\":{"
@@ -132,6 +148,123 @@ Test(operator, serves_a_job_and_stops_on_sigterm, .init = find_binary, .timeout 
     int rc = wait_exit(pid, 5000);
     cr_assert_eq(rc, 0, "SIGTERM: exit 0 (got %d)", rc);
     cr_assert_lt(clock_now_ms() - t0, 5000);
+    kube_client_free(admin);
+    test_apiserver_stop(&srv);
+    unlink(log_path);
+}
+
+/* The Lease's holder ("<host>_<pid>"), or "" when none. */
+static void lease_holder(struct kube_client *admin, char *out, size_t len)
+{
+    cJSON *lease = NULL;
+    out[0] = 0;
+    if (kube_get(admin, &KUBE_LEASES, "default", "mpijob-operator", &lease, NULL) == 0) {
+        const cJSON *h = cJSON_GetObjectItem(cJSON_GetObjectItem(lease, "spec"), "holderIdentity");
+        if (cJSON_IsString(h))
+            snprintf(out, len, "%s", h->valuestring);
+    }
+    cJSON_Delete(lease);
+}
+
+static pid_t holder_pid(struct kube_client *admin)
+{
+    char h[256];
+    lease_holder(admin, h, sizeof(h));
+    const char *us = strrchr(h, '_');
+    return us ? (pid_t)atoi(us + 1) : 0;
+}
+
+static pid_t wait_holder(struct kube_client *admin, pid_t not_this, uint64_t ms)
+{
+    uint64_t end = clock_now_ms() + ms;
+    while (clock_now_ms() < end) {
+        pid_t p = holder_pid(admin);
+        if (p && p != not_this)
+            return p;
+        clock_sleep_ms(50);
+    }
+    return 0;
+}
+
+static void create_named_job(struct kube_client *admin, const char *name)
+{
+    char text[1024];
+    snprintf(text, sizeof(text),
+             "{\"apiVersion\":\"kubeflow.org/v2beta1\",\"kind\":\"MPIJob\",\"metadata\":{\"name\":\"%s\"},\"spec\":{"
+             "\"mpiReplicaSpecs\":{\"Launcher\":{\"template\":{\"spec\":{\"containers\":[{\"name\":\"l\",\"image\":\"w\","
+             "\"command\":[\"mpirun\",\"train\"]}]}}},\"Worker\":{\"replicas\":1,\"template\":{\"spec\":{\"containers\":"
+             "[{\"name\":\"w\",\"image\":\"w\"}]}}}}}}", name);
+    cJSON *job = cJSON_Parse(text);
+    cr_assert_eq(kube_create(admin, &MPIJOB_RESOURCE_V2BETA1, "default", job, NULL, NULL), 0);
+    cJSON_Delete(job);
+}
+
+static bool wait_launcher(struct kube_client *admin, const char *job, uint64_t ms)
+{
+    char name[128];
+    snprintf(name, sizeof(name), "%s-launcher", job);
+    uint64_t end = clock_now_ms() + ms;
+    while (clock_now_ms() < end) {
+        if (kube_get(admin, &KUBE_JOBS, "default", name, NULL, NULL) == 0)
+            return true;
+        clock_sleep_ms(50);
+    }
+    return false;
+}
+
+Test(operator, two_replicas_one_leader_takeover_and_sigterm, .timeout = 120)
+{
+    struct test_apiserver srv;
+    cr_assert_eq(test_apiserver_start(&srv), 0);
+    if (!srv.is_double) {
+        test_apiserver_stop(&srv);
+        cr_skip_test("needs the API-server double (request log)");
+    }
+    struct kube_client *admin = test_kube_client(&srv, NULL);
+    char *const args[] = {binary, "--kubeconfig", srv.kubeconfig, "--namespace", "default", "--lease-duration", "3",
+                          "--renew-deadline", "2", "--retry-period", "1", NULL};
+    pid_t a = spawn(args), b = spawn(args);
+    pid_t leader = wait_holder(admin, 0, 10000);
+    cr_assert(leader == a || leader == b, "one of the two leads (holder pid %d)", (int)leader);
+    pid_t standby = leader == a ? b : a;
+
+    /* Exactly one writes: every object is created once, with no AlreadyExists from a second writer. */
+    create_named_job(admin, "le1");
+    cr_assert(wait_launcher(admin, "le1", 15000));
+    clock_sleep_ms(500);
+    cJSON *log = test_apiserver_log(&srv, 0);
+    cJSON *e;
+    cJSON_ArrayForEach(e, log) {
+        const char *verb = cJSON_GetObjectItem(e, "verb")->valuestring;
+        const char *res = cJSON_GetObjectItem(e, "resource")->valuestring;
+        int code = cJSON_GetObjectItem(e, "code")->valueint;
+        if (strcmp(verb, "create") == 0 && strcmp(res, "leases") != 0 && strcmp(res, "events") != 0)
+            cr_assert_neq(code, 409, "a second writer: create %s answered 409", res);
+    }
+    cJSON_Delete(log);
+
+    /* SIGTERM: exit 0 within 5 s, and the standby leads at once (the Lease was released). */
+    uint64_t t0 = clock_now_ms();
+    kill(leader, SIGTERM);
+    cr_assert_eq(wait_exit(leader, 5000), 0, "the leader exits 0 on SIGTERM");
+    pid_t next = wait_holder(admin, leader, 2500);
+    cr_assert_eq(next, standby, "the standby leads (holder %d) well before the lease would expire", (int)next);
+    cr_assert_lt(clock_now_ms() - t0, 4000);
+
+    /* kill -9 of the leader: a new candidate takes over within the lease duration and finishes
+     * the pending job. */
+    pid_t c = spawn(args);
+    clock_sleep_ms(500);
+    create_named_job(admin, "le2");
+    kill(standby, SIGKILL);
+    waitpid(standby, NULL, 0);
+    t0 = clock_now_ms();
+    pid_t third = wait_holder(admin, standby, 10000);
+    cr_assert_eq(third, c, "the new candidate leads");
+    cr_assert_leq(clock_now_ms() - t0, 3000 + 1000 + 500, "within lease duration + retry period");
+    cr_assert(wait_launcher(admin, "le2", 15000), "the pending job is finished by the new leader");
+    kill(c, SIGTERM);
+    cr_assert_eq(wait_exit(c, 5000), 0);
     kube_client_free(admin);
     test_apiserver_stop(&srv);
     unlink(log_path);
