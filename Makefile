@@ -6,7 +6,7 @@
 #   make demo       the end-to-end demo (see README)
 
 CC        ?= gcc
-PKGS      := libcurl libcjson yaml-0.1 openssl
+PKGS      := libcurl libcjson yaml-0.1 openssl libmicrohttpd
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
@@ -17,7 +17,7 @@ SAN       := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-fr
 ASAN_FLAGS := $(BASE) -O1 -g $(SAN)
 LIBS      := $(PKG_LIBS) -lpthread -lm
 
-KUBE_SRC   := $(wildcard src/util/*.c src/kube/*.c src/mpijob/*.c)
+KUBE_SRC   := $(wildcard src/util/*.c src/kube/*.c src/mpijob/*.c src/server/*.c)
 WORKER_SRC := $(wildcard src/util/*.c src/worker/*.c)
 TEST_SRC   := $(wildcard tests/unit/*.c tests/integration/*.c tests/support/*.c)
 
