@@ -15,10 +15,13 @@
 #include "kube/events.h"
 #include "kube/leaderelection.h"
 #include "mpijob/controller.h"
+#include "server/http.h"
+#include "server/metrics.h"
 #include "util/clock.h"
 #include "util/log.h"
 
 #define MAX_NAMESPACES 64
+#define MPIJOB_OPERATOR_VERSION "0.1.0"
 
 struct flags {
     const char *kubeconfig, *context;
@@ -33,6 +36,7 @@ struct flags {
     int leader_elect;
     const char *lease_namespace;
     int lease_duration_s, renew_deadline_s, retry_period_s;
+    const char *metrics_addr, *health_addr;
     int check;
 };
 
@@ -58,6 +62,8 @@ static void usage(FILE *out)
             "  --lease-duration S             15\n"
             "  --renew-deadline S             10\n"
             "  --retry-period S               2\n"
+            "  --metrics-addr ADDR            :8080 (/metrics; 0 turns it off)\n"
+            "  --health-addr ADDR             :8081 (/healthz, /readyz; 0 turns it off)\n"
             "  --log-format text|json         text\n"
             "  --check                        connect, print the server version, exit\n"
             "  -v                             verbose (debug) logging\n"
@@ -80,7 +86,7 @@ static int parse_int(const char *flag, const char *value, int min, int max, int 
 static int parse_flags(int argc, char **argv, struct flags *f)
 {
     enum { KUBECONFIG = 256, CONTEXT, NAMESPACE, THREADS, QPS, BURST, DOMAIN, GANG, MAXW, LEADER, LOGFMT, CHECK,
-           LEASE_NS, LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD };
+           LEASE_NS, LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD, METRICS_ADDR, HEALTH_ADDR };
     static const struct option opts[] = {
         {"kubeconfig", required_argument, NULL, KUBECONFIG}, {"context", required_argument, NULL, CONTEXT},
         {"namespace", required_argument, NULL, NAMESPACE},   {"threads", required_argument, NULL, THREADS},
@@ -92,9 +98,12 @@ static int parse_flags(int argc, char **argv, struct flags *f)
         {"lease-duration", required_argument, NULL, LEASE_DURATION},
         {"renew-deadline", required_argument, NULL, RENEW_DEADLINE},
         {"retry-period", required_argument, NULL, RETRY_PERIOD},
+        {"metrics-addr", required_argument, NULL, METRICS_ADDR},
+        {"health-addr", required_argument, NULL, HEALTH_ADDR},
         {"help", no_argument, NULL, 'h'},                    {NULL, 0, NULL, 0}};
     *f = (struct flags){.threads = 2, .qps = 20, .burst = 30, .max_workers = 10000, .leader_elect = 1,
-                        .lease_duration_s = 15, .renew_deadline_s = 10, .retry_period_s = 2};
+                        .lease_duration_s = 15, .renew_deadline_s = 10, .retry_period_s = 2,
+                        .metrics_addr = ":8080", .health_addr = ":8081"};
     int opt;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, "hv", opts, NULL)) != -1) {
@@ -142,6 +151,8 @@ static int parse_flags(int argc, char **argv, struct flags *f)
             }
             break;
         case LEASE_NS: f->lease_namespace = optarg; break;
+        case METRICS_ADDR: f->metrics_addr = optarg; break;
+        case HEALTH_ADDR: f->health_addr = optarg; break;
         case LEASE_DURATION:
             if (parse_int("--lease-duration", optarg, 2, 3600, &f->lease_duration_s) < 0)
                 return 2;
@@ -187,7 +198,57 @@ static struct {
     pthread_cond_t cond;
     bool leading, lost, stopping;
     struct kube_client *controller_client;
-} state = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false, false, NULL};
+    struct controller *controller; /* set once its caches are synced */
+    bool leader_elect;
+    struct metrics *metrics;
+} state = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false, false, NULL, NULL, false, NULL};
+
+/* API requests by verb and status code, from both clients. */
+static void count_request(void *ctx, const char *verb, long code, uint64_t ms)
+{
+    char code_text[16];
+    snprintf(code_text, sizeof(code_text), "%ld", code);
+    const char *const labels[] = {"verb", verb, "code", code ? code_text : "error", NULL};
+    metrics_counter_add(state.metrics, "mpijob_api_requests_total", "Kubernetes API requests by verb and code.",
+                        1, labels);
+}
+
+/* Ready: caches synced and reconciling, or a healthy standby waiting for the lease. */
+static bool is_ready(void *ctx, char *why, size_t len)
+{
+    pthread_mutex_lock(&state.lock);
+    bool ready = !state.stopping && (state.controller || (state.leader_elect && !state.leading && !state.lost));
+    const char *reason = state.stopping ? "stopping" : state.lost ? "lost the lease" : "caches not synced yet";
+    pthread_mutex_unlock(&state.lock);
+    if (!ready)
+        snprintf(why, len, "%s", reason);
+    return ready;
+}
+
+static char *render_metrics(void *ctx)
+{
+    pthread_mutex_lock(&state.lock);
+    if (state.controller)
+        controller_update_metrics(state.controller);
+    metrics_gauge_set(state.metrics, "mpijob_leader", "1 while this replica leads (or runs without election).",
+                      state.leading ? 1 : 0, NULL);
+    pthread_mutex_unlock(&state.lock);
+    return metrics_render(state.metrics);
+}
+
+static struct http_server *serve(const char *what, const char *addr)
+{
+    if (!addr || !*addr || strcmp(addr, "0") == 0)
+        return NULL;
+    struct http_handlers h = {.ready = is_ready, .metrics = render_metrics};
+    char err[256];
+    struct http_server *srv = http_server_start(addr, &h, err, sizeof(err));
+    if (!srv)
+        log_error("cannot serve", "what=%s addr=%s error=\"%s\"", what, addr, err);
+    else
+        log_info("serving", "what=%s addr=%s port=%d", what, addr, http_server_port(srv));
+    return srv;
+}
 
 static void *wait_for_signal(void *arg)
 {
@@ -232,6 +293,19 @@ int main(int argc, char **argv)
     if (prc == 2) {
         usage(stderr);
         return 2;
+    }
+
+    /* Signals go to one thread that only records them. Blocked before any other thread exists
+     * (curl, the HTTP servers, informers), so that none of them can be killed by one. */
+    static sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGTERM);
+    sigaddset(&stop_signals, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
+    if (!f.check) {
+        pthread_t signal_thread;
+        pthread_create(&signal_thread, NULL, wait_for_signal, &stop_signals);
+        pthread_detach(signal_thread);
     }
 
     char err[512] = "";
@@ -285,18 +359,39 @@ int main(int argc, char **argv)
         }
         log_warn("API server not reachable yet; retrying", "server=%s error=\"%s\" retry_in_ms=%llu",
                  kube_client_config(client)->server, why, (unsigned long long)delay_ms);
-        clock_sleep_ms(delay_ms);
+        for (uint64_t slept = 0; slept < delay_ms && !state.stopping; slept += 100)
+            clock_sleep_ms(100);
+        if (state.stopping) {
+            kube_client_free(client);
+            return 0;
+        }
     }
 
-    /* Signals go to one thread that only records them; every other thread has them blocked. */
-    sigset_t stop_signals;
-    sigemptyset(&stop_signals);
-    sigaddset(&stop_signals, SIGTERM);
-    sigaddset(&stop_signals, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
-    pthread_t signal_thread;
-    pthread_create(&signal_thread, NULL, wait_for_signal, &stop_signals);
-    pthread_detach(signal_thread);
+    state.metrics = metrics_new();
+    if (!state.metrics) {
+        kube_client_free(client);
+        return 1;
+    }
+    const char *const build[] = {"version", MPIJOB_OPERATOR_VERSION, NULL};
+    metrics_gauge_set(state.metrics, "mpijob_operator_build_info", "The operator's version.", 1, build);
+    kube_client_set_observer(client, count_request, NULL);
+    /* One server answers every path, so the same address for both means one server (port 0
+     * asks for a fresh port each time, so it never means the same server). */
+    size_t mlen = f.metrics_addr ? strlen(f.metrics_addr) : 0;
+    bool shared = f.metrics_addr && f.health_addr && strcmp(f.metrics_addr, f.health_addr) == 0 &&
+                  !(mlen >= 2 && strcmp(f.metrics_addr + mlen - 2, ":0") == 0);
+    struct http_server *metrics_server = serve("metrics", f.metrics_addr);
+    struct http_server *health_server = shared ? NULL : serve("health", f.health_addr);
+    bool want_metrics = f.metrics_addr && strcmp(f.metrics_addr, "0") != 0;
+    bool want_health = !shared && f.health_addr && strcmp(f.health_addr, "0") != 0;
+    if ((want_metrics && !metrics_server) || (want_health && !health_server)) {
+        http_server_stop(metrics_server);
+        metrics_free(state.metrics);
+        kube_client_free(client);
+        return 1;
+    }
+    state.leader_elect = f.leader_elect;
+
 
     char host[HOST_NAME_MAX + 1] = "";
     gethostname(host, sizeof(host));
@@ -322,6 +417,8 @@ int main(int argc, char **argv)
             rc = kube_config_load_in_cluster(NULL, &ecfg, err2, sizeof(err2));
         if (rc == 0)
             rc = kube_client_new(ecfg, &copts, &election_client);
+        if (rc == 0)
+            kube_client_set_observer(election_client, count_request, NULL);
         struct leader_election_config lcfg = {
             .lease_namespace = f.lease_namespace ? f.lease_namespace : kube_client_config(client)->namespace,
             .lease_name = "mpijob-operator",
@@ -364,8 +461,12 @@ int main(int argc, char **argv)
             .options = {.cluster_domain = f.cluster_domain, .gang_scheduler = f.gang_scheduling},
             .limits = {.max_workers = f.max_workers},
             .events = events,
+            .metrics = state.metrics,
         };
         rc = controller_start(&ccfg, &ctl);
+        pthread_mutex_lock(&state.lock);
+        state.controller = rc == 0 ? ctl : NULL;
+        pthread_mutex_unlock(&state.lock);
         if (rc < 0) {
             log_error("controller did not start", "error=\"%s\"", kube_strerror(rc));
             exit_code = 1;
@@ -376,6 +477,9 @@ int main(int argc, char **argv)
             pthread_mutex_unlock(&state.lock);
             /* Stop taking work; reconciles in flight finish (their writes are fenced if the
              * lease was lost). */
+            pthread_mutex_lock(&state.lock);
+            state.controller = NULL;
+            pthread_mutex_unlock(&state.lock);
             controller_stop(ctl);
         }
     }
@@ -385,9 +489,12 @@ int main(int argc, char **argv)
     }
     leader_elector_stop(elector); /* releases the Lease when still leading */
     kube_client_free(election_client);
+    http_server_stop(metrics_server);
+    http_server_stop(health_server);
     log_info("stopped", "exit=%d", exit_code);
     event_recorder_free(events);
     kube_client_free(client);
+    metrics_free(state.metrics);
     return exit_code;
 }
 

@@ -10,6 +10,7 @@
 #include "kube/informer.h"
 #include "kube/workqueue.h"
 #include "mpijob/reconcile.h"
+#include "util/clock.h"
 #include "util/log.h"
 
 enum { R_MPIJOBS, R_PODS, R_SERVICES, R_CONFIGMAPS, R_SECRETS, R_JOBS, R_PODGROUPS, R_COUNT };
@@ -25,6 +26,7 @@ struct controller {
     int n_threads;
     atomic_ullong reconciles;
     char selector[256];
+    uint64_t watch_restarts_reported;
 };
 
 static void enqueue_key(struct controller *c, const char *ns, const char *name)
@@ -57,10 +59,22 @@ static void *worker(void *arg)
 {
     struct controller *c = arg;
     char *key;
+    static const double buckets[] = {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10};
     while (workqueue_get(c->queue, &key) == 0) {
         struct reconcile_result res = {0};
+        uint64_t t0 = clock_now_ms();
         int rc = reconcile_job(&c->ctx, key, &res);
         c->reconciles++;
+        if (c->cfg.metrics) {
+            const char *const labels[] = {"result", rc < 0 ? "error" : "success", NULL};
+            metrics_counter_add(c->cfg.metrics, "mpijob_reconcile_total", "Reconciles of MPIJobs.", 1, labels);
+            metrics_histogram_observe(c->cfg.metrics, "mpijob_reconcile_duration_seconds",
+                                      "Time one reconcile took.", buckets, sizeof(buckets) / sizeof(buckets[0]),
+                                      (double)(clock_now_ms() - t0) / 1000.0, NULL);
+            if (rc < 0)
+                metrics_counter_add(c->cfg.metrics, "mpijob_workqueue_retries_total",
+                                    "Job keys put back on the queue with backoff after an error.", 1, NULL);
+        }
         if (rc < 0) {
             /* A Conflict only means the cache was behind our own last write: routine. */
             if (rc == KUBE_ECONFLICT)
@@ -131,7 +145,7 @@ int controller_start(const struct controller_config *cfg, struct controller **ou
 
     c->ctx = (struct reconcile_ctx){.client = cfg->client, .events = cfg->events, .options = cfg->options,
                                     .limits = cfg->limits, .create_parallelism = c->cfg.threads,
-                                    .expect = expectations_new()};
+                                    .expect = expectations_new(), .metrics = cfg->metrics};
     if (!c->ctx.expect) {
         controller_stop(c);
         return KUBE_ENOMEM;
@@ -174,6 +188,26 @@ int controller_start(const struct controller_config *cfg, struct controller **ou
 }
 
 uint64_t controller_reconciles(struct controller *c) { return c->reconciles; }
+
+void controller_update_metrics(struct controller *c)
+{
+    if (!c->cfg.metrics)
+        return;
+    metrics_gauge_set(c->cfg.metrics, "mpijob_workqueue_depth", "Job keys waiting to be reconciled.",
+                      (double)(workqueue_len(c->queue) + workqueue_delayed_len(c->queue)), NULL);
+    uint64_t restarts = 0;
+    for (int r = 0; r < R_COUNT; r++)
+        for (size_t i = 0; c->informers[r] && i < c->n_ns; i++) {
+            struct informer_stats st;
+            informer_stats(c->informers[r][i], &st);
+            restarts += st.watch_restarts + st.relists;
+        }
+    /* A counter only grows: add what happened since the last scrape. */
+    metrics_counter_add(c->cfg.metrics, "mpijob_watch_restarts_total",
+                        "Watches resumed or relisted after a stream ended, dropped or expired.",
+                        (double)(restarts - c->watch_restarts_reported), NULL);
+    c->watch_restarts_reported = restarts;
+}
 
 int controller_check_crd(struct kube_client *client, char *err, size_t err_len)
 {

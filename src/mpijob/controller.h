@@ -11,6 +11,7 @@
 #include "kube/events.h"
 #include "mpijob/builders.h"
 #include "mpijob/mpijob.h"
+#include "server/metrics.h"
 
 struct controller_config {
     struct kube_client *client;        /* borrowed */
@@ -21,6 +22,7 @@ struct controller_config {
     struct mpijob_limits limits;
     struct event_recorder *events;     /* borrowed; may be NULL */
     uint64_t sync_timeout_ms;          /* wait for the caches; default 60000 */
+    struct metrics *metrics;           /* borrowed; may be NULL */
 };
 
 struct controller;
@@ -38,5 +40,8 @@ int controller_start(const struct controller_config *cfg, struct controller **ou
 void controller_stop(struct controller *c);
 /* Number of reconciles run so far (for tests and metrics). */
 uint64_t controller_reconciles(struct controller *c);
+/* Before a scrape: copies the gauges and totals kept elsewhere (workqueue depth, watch
+ * restarts of every informer) into the metrics registry. */
+void controller_update_metrics(struct controller *c);
 
 #endif

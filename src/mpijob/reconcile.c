@@ -314,6 +314,24 @@ static int write_status(struct run *r, const cJSON *old_status)
     return rc; /* Conflict: the cache was stale; the retry reads the newer object */
 }
 
+/* Counts the job transitions a written status made: Created, Succeeded and Failed turning True. */
+static void count_transitions(struct reconcile_ctx *ctx, const char *ns, const cJSON *before, const cJSON *after)
+{
+    if (!ctx->metrics)
+        return;
+    static const struct {
+        const char *condition, *metric, *help;
+    } counted[] = {
+        {MPIJOB_COND_CREATED, "mpijob_jobs_created_total", "MPIJobs the operator started handling."},
+        {MPIJOB_COND_SUCCEEDED, "mpijob_jobs_succeeded_total", "MPIJobs that succeeded."},
+        {MPIJOB_COND_FAILED, "mpijob_jobs_failed_total", "MPIJobs that failed."},
+    };
+    const char *const labels[] = {"namespace", ns, NULL};
+    for (size_t i = 0; i < sizeof(counted) / sizeof(counted[0]); i++)
+        if (mpijob_status_is_true(after, counted[i].condition) && !mpijob_status_is_true(before, counted[i].condition))
+            metrics_counter_add(ctx->metrics, counted[i].metric, counted[i].help, 1, labels);
+}
+
 /* The invalid-spec path: Failed/InvalidSpec naming every problem, once. */
 static int reject(struct reconcile_ctx *ctx, cJSON *tree, const struct mpijob_problems *problems,
                   const char *ns, const char *name)
@@ -340,6 +358,8 @@ static int reject(struct reconcile_ctx *ctx, cJSON *tree, const struct mpijob_pr
     if (!mpijob_status_equal(old, status)) {
         json_set_string(status, "lastReconcileTime", now);
         rc = kube_replace_status(ctx->client, &MPIJOB_RESOURCE_V2BETA1, ns, name, tree, NULL, NULL);
+        if (rc == 0)
+            count_transitions(ctx, ns, old, status);
     }
 out:
     free(message);
@@ -831,8 +851,10 @@ int reconcile_job(struct reconcile_ctx *ctx, const char *key, struct reconcile_r
         int wrc = write_status(&r, old_status);
         if (rc == 0)
             rc = wrc;
-        if (wrc == 0)
+        if (wrc == 0) {
+            count_transitions(ctx, job->namespace, old_status, r.status);
             rc = after_status_written(&r) ?: rc;
+        }
     }
     cJSON_Delete(old_status);
     cJSON_Delete(tree);

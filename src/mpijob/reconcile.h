@@ -19,6 +19,7 @@
 #include "kube/informer.h"
 #include "mpijob/builders.h"
 #include "mpijob/mpijob.h"
+#include "server/metrics.h"
 
 /* The informers of one resource: one per watched namespace, or one for all (namespace NULL). */
 struct cache_set {
@@ -45,6 +46,7 @@ struct reconcile_ctx {
     struct mpijob_limits limits;
     int create_parallelism;        /* worker pods created at once within one job; default 1 */
     struct expectations *expect;   /* may be NULL: then nothing is remembered */
+    struct metrics *metrics;       /* may be NULL: jobs created/succeeded/failed by namespace */
     time_t (*now)(void);           /* NULL: time() */
 };
 

@@ -1,6 +1,7 @@
 /* The mpijob-operator program itself: flags, a missing CRD, an unreachable API server,
  * serving a job, and SIGTERM. Runs build/bin/mpijob-operator (make test builds it first). */
 #include <criterion/criterion.h>
+#include <curl/curl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,6 +66,51 @@ static int wait_exit(pid_t pid, uint64_t ms)
     return -1;
 }
 
+/* The port a server of the operator reports in its log ("what=metrics ... port=N"), or 0. */
+static int served_port(const char *what)
+{
+    FILE *f = fopen(log_path, "r");
+    if (!f)
+        return 0;
+    char line[1024], key[64];
+    int port = 0;
+    snprintf(key, sizeof(key), "what=%s ", what);
+    while (!port && fgets(line, sizeof(line), f)) {
+        const char *p = strstr(line, key);
+        const char *q = p ? strstr(p, "port=") : NULL;
+        if (q)
+            port = atoi(q + 5);
+    }
+    fclose(f);
+    return port;
+}
+
+static size_t collect_body(char *data, size_t size, size_t n, void *out)
+{
+    strncat(out, data, 65535 - strlen(out) < size * n ? 65535 - strlen(out) : size * n);
+    return size * n;
+}
+
+/* GET http://127.0.0.1:port/path: the status code; the body in a static buffer. */
+static long http_get(int port, const char *path, const char **body)
+{
+    static char buf[65536];
+    buf[0] = 0;
+    char url[128];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", port, path);
+    CURL *h = curl_easy_init();
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, buf);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 5000L);
+    long code = 0;
+    if (curl_easy_perform(h) == CURLE_OK)
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+    curl_easy_cleanup(h);
+    *body = buf;
+    return code;
+}
+
 static bool log_has(const char *text)
 {
     FILE *f = fopen(log_path, "r");
@@ -96,7 +142,7 @@ Test(operator, missing_crd_is_a_clear_error, .timeout = 60)
 {
     struct test_apiserver srv;
     cr_assert_eq(test_apiserver_start_without_crds(&srv), 0);
-    char *const args[] = {binary, "--kubeconfig", srv.kubeconfig, NULL};
+    char *const args[] = {binary, "--kubeconfig", srv.kubeconfig, "--metrics-addr", "0", "--health-addr", "0", NULL};
     int rc = wait_exit(spawn(args), 20000);
     test_apiserver_stop(&srv);
     cr_assert_eq(rc, 1, "exit status %d", rc);
@@ -114,7 +160,7 @@ Test(operator, unreachable_api_server_is_waited_for, .timeout = 60)
           "    server: http://127.0.0.1:9\nusers:\n- name: u\n  user:\n    token: t\n"
           "contexts:\n- name: t\n  context:\n    cluster: c\n    user: u\n", f);
     fclose(f);
-    char *const args[] = {binary, "--kubeconfig", kc, NULL};
+    char *const args[] = {binary, "--kubeconfig", kc, "--metrics-addr", "0", "--health-addr", "0", NULL};
     pid_t pid = spawn(args);
     cr_assert_eq(wait_exit(pid, 8000), -1, "keeps waiting instead of exiting");
     cr_assert(log_has("API server not reachable yet; retrying"));
@@ -130,7 +176,8 @@ Test(operator, serves_a_job_and_stops_on_sigterm, .timeout = 60)
     cr_assert_eq(test_apiserver_start(&srv), 0);
     struct kube_client *admin = test_kube_client(&srv, NULL);
     char *const args[] = {binary, "--kubeconfig", srv.kubeconfig, "--namespace", "default", "--threads", "2",
-                          "--leader-elect=false", NULL};
+                          "--leader-elect=false", "--metrics-addr", "127.0.0.1:0", "--health-addr", "127.0.0.1:0",
+                          NULL};
     pid_t pid = spawn(args);
     cJSON *job = cJSON_Parse(
         "{\"apiVersion\":\"kubeflow.org/v2beta1\",\"kind\":\"MPIJob\",\"metadata\":{\"name\":\"cli\"},\"spec\":{"
@@ -143,6 +190,27 @@ Test(operator, serves_a_job_and_stops_on_sigterm, .timeout = 60)
     while (clock_now_ms() < end && kube_get(admin, &KUBE_JOBS, "default", "cli-launcher", NULL, NULL) != 0)
         clock_sleep_ms(50);
     cr_assert_eq(kube_get(admin, &KUBE_JOBS, "default", "cli-launcher", NULL, NULL), 0, "the operator made the launcher");
+
+    /* Health and metrics: ready, and the job counted once its status is written. */
+    int health = served_port("health"), metrics_port = served_port("metrics");
+    cr_assert_gt(health, 0, "the health server's port is logged");
+    cr_assert_gt(metrics_port, 0, "the metrics server's port is logged");
+    const char *body;
+    cr_assert_eq(http_get(health, "/healthz", &body), 200);
+    cr_assert_eq(http_get(health, "/readyz", &body), 200, "ready once the caches are synced: %s", body);
+    bool counted = false;
+    end = clock_now_ms() + 5000;
+    while (!counted && clock_now_ms() < end) {
+        cr_assert_eq(http_get(metrics_port, "/metrics", &body), 200);
+        counted = strstr(body, "mpijob_jobs_created_total{namespace=\"default\"} 1\n") != NULL;
+        if (!counted)
+            clock_sleep_ms(100);
+    }
+    cr_assert(counted, "jobs created counted:\n%s", body);
+    cr_assert_not_null(strstr(body, "mpijob_api_requests_total{code=\"201\",verb=\"POST\"}"), "%s", body);
+    cr_assert_not_null(strstr(body, "mpijob_reconcile_duration_seconds_bucket"), "%s", body);
+    cr_assert_not_null(strstr(body, "mpijob_leader 1"), "%s", body);
+    cr_assert_not_null(strstr(body, "mpijob_operator_build_info{version="), "%s", body);
     uint64_t t0 = clock_now_ms();
     kill(pid, SIGTERM);
     int rc = wait_exit(pid, 5000);
@@ -222,7 +290,8 @@ Test(operator, two_replicas_one_leader_takeover_and_sigterm, .timeout = 120)
     }
     struct kube_client *admin = test_kube_client(&srv, NULL);
     char *const args[] = {binary, "--kubeconfig", srv.kubeconfig, "--namespace", "default", "--lease-duration", "3",
-                          "--renew-deadline", "2", "--retry-period", "1", NULL};
+                          "--renew-deadline", "2", "--retry-period", "1", "--metrics-addr", "127.0.0.1:0",
+                          "--health-addr", "127.0.0.1:0", NULL};
     pid_t a = spawn(args), b = spawn(args);
     pid_t leader = wait_holder(admin, 0, 10000);
     cr_assert(leader == a || leader == b, "one of the two leads (holder pid %d)", (int)leader);
