@@ -425,7 +425,7 @@ static void big_and_deep(void)
     with("spec.runPolicy.managedBy", big_string(2 * MB, 'm'), "a 2 MB string");
     with("spec.networking.interface", big_string(2 * MB, 'e'), "a 2 MB string");
     with(LAUNCHER ".template.metadata.annotations.big", big_string(2 * MB, 'a'), "a 2 MB string");
-    with(LCONTAINERS ".0.args", cJSON_Parse("[]"), "placeholder");
+    with(LCONTAINERS ".0.args", cJSON_Parse("[]"), "a string over 1 MiB");
     cJSON *args = cJSON_CreateArray();
     cJSON_AddItemToArray(args, big_string(MB + 1, 'x'));
     set_at(cases[n_cases - 1].body, LCONTAINERS ".0.args", args);
@@ -439,12 +439,12 @@ static void big_and_deep(void)
 
     /* deep nesting inside a volume source the schema keeps open, and where it does not */
     with(WORKER ".template.spec.volumes",
-         cJSON_Parse("[{\"name\":\"deep\",\"awsElasticBlockStore\":{}}]"), "placeholder");
+         cJSON_Parse("[{\"name\":\"deep\",\"awsElasticBlockStore\":{}}]"), "70 objects deep");
     set_at(cases[n_cases - 1].body, WORKER ".template.spec.volumes.0.awsElasticBlockStore",
            nested_objects(70, cJSON_CreateString("leaf")));
     snprintf(cases[n_cases - 1].what, sizeof(cases[0].what), "a volume source 70 objects deep");
     with(WORKER ".template.spec.volumes",
-         cJSON_Parse("[{\"name\":\"deeper\",\"awsElasticBlockStore\":{}}]"), "placeholder");
+         cJSON_Parse("[{\"name\":\"deeper\",\"awsElasticBlockStore\":{}}]"), "150 objects deep");
     set_at(cases[n_cases - 1].body, WORKER ".template.spec.volumes.0.awsElasticBlockStore",
            nested_objects(150, cJSON_CreateString("leaf")));
     snprintf(cases[n_cases - 1].what, sizeof(cases[0].what), "a volume source 150 objects deep");
