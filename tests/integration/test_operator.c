@@ -211,6 +211,21 @@ Test(operator, serves_a_job_and_stops_on_sigterm, .timeout = 60)
     cr_assert_not_null(strstr(body, "mpijob_reconcile_duration_seconds_bucket"), "%s", body);
     cr_assert_not_null(strstr(body, "mpijob_leader 1"), "%s", body);
     cr_assert_not_null(strstr(body, "mpijob_operator_build_info{version="), "%s", body);
+
+    /* The job finishes: the succeeded counter moves. */
+    struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE, .subresource = "status"};
+    cr_assert_eq(kube_patch(admin, &KUBE_JOBS, "default", "cli-launcher",
+                            "{\"status\":{\"conditions\":[{\"type\":\"Complete\",\"status\":\"True\"}]}}", &po,
+                            NULL, NULL), 0);
+    counted = false;
+    end = clock_now_ms() + 5000;
+    while (!counted && clock_now_ms() < end) {
+        cr_assert_eq(http_get(metrics_port, "/metrics", &body), 200);
+        counted = strstr(body, "mpijob_jobs_succeeded_total{namespace=\"default\"} 1\n") != NULL;
+        if (!counted)
+            clock_sleep_ms(100);
+    }
+    cr_assert(counted, "jobs succeeded counted:\n%s", body);
     uint64_t t0 = clock_now_ms();
     kill(pid, SIGTERM);
     int rc = wait_exit(pid, 5000);
