@@ -192,6 +192,15 @@ static int parse_flags(int argc, char **argv, struct flags *f)
     return 0;
 }
 
+/* A kubeconfig when one is named (flag or $KUBECONFIG) or when not running in a pod; the pod's
+ * service account otherwise. */
+static int load_config(const struct flags *f, struct kube_config **out, char *err, size_t err_len)
+{
+    if (f->kubeconfig || getenv("KUBECONFIG") || !getenv("KUBERNETES_SERVICE_HOST"))
+        return kube_config_load_kubeconfig(f->kubeconfig, f->context, out, err, err_len);
+    return kube_config_load_in_cluster(NULL, out, err, err_len);
+}
+
 /* What the signal thread and the elector's callbacks tell the main thread. */
 static struct {
     pthread_mutex_t lock;
@@ -310,11 +319,7 @@ int main(int argc, char **argv)
 
     char err[512] = "";
     struct kube_config *cfg = NULL;
-    int rc;
-    if (f.kubeconfig || getenv("KUBECONFIG") || !getenv("KUBERNETES_SERVICE_HOST"))
-        rc = kube_config_load_kubeconfig(f.kubeconfig, f.context, &cfg, err, sizeof(err));
-    else
-        rc = kube_config_load_in_cluster(NULL, &cfg, err, sizeof(err));
+    int rc = load_config(&f, &cfg, err, sizeof(err));
     if (rc < 0) {
         log_error("cannot load the API server configuration", "error=\"%s\"", err);
         return 1;
@@ -411,10 +416,7 @@ int main(int argc, char **argv)
     if (f.leader_elect) {
         char err2[512];
         struct kube_config *ecfg = NULL;
-        if (f.kubeconfig || getenv("KUBECONFIG") || !getenv("KUBERNETES_SERVICE_HOST"))
-            rc = kube_config_load_kubeconfig(f.kubeconfig, f.context, &ecfg, err2, sizeof(err2));
-        else
-            rc = kube_config_load_in_cluster(NULL, &ecfg, err2, sizeof(err2));
+        rc = load_config(&f, &ecfg, err2, sizeof(err2));
         if (rc == 0)
             rc = kube_client_new(ecfg, &copts, &election_client);
         if (rc == 0)

@@ -16,7 +16,7 @@
 struct informer {
     struct kube_client *client;
     struct kube_resource resource;
-    char *namespace, *label_selector, *field_selector;
+    char *namespace, *label_selector, *field_selector, *index_label;
     long page_size;
     int watch_timeout_s;
     uint64_t backoff_base_ms, backoff_max_ms;
@@ -55,6 +55,7 @@ int informer_new(struct kube_client *c, const struct informer_config *cfg, struc
     inf->namespace = dup_or_null(cfg->namespace);
     inf->label_selector = dup_or_null(cfg->label_selector);
     inf->field_selector = dup_or_null(cfg->field_selector);
+    inf->index_label = dup_or_null(cfg->index_label);
     inf->page_size = cfg->page_size > 0 ? cfg->page_size : 500;
     inf->watch_timeout_s = cfg->watch_timeout_s > 0 ? cfg->watch_timeout_s : 300;
     inf->backoff_base_ms = cfg->backoff_base_ms ? cfg->backoff_base_ms : 200;
@@ -172,7 +173,7 @@ int informer_apply_event(struct informer *inf, int type, cJSON *object)
         cJSON_Delete(object);
         return 0;
     }
-    struct kube_object *o = kube_object_new(object, inf->strip_managed_fields);
+    struct kube_object *o = kube_object_new(object, inf->strip_managed_fields, inf->index_label);
     cJSON_Delete(object);
     if (!o) {
         log_warn("informer dropped an event without metadata.name", "resource=%s", inf->resource.plural);
@@ -213,7 +214,7 @@ static int replace_from_list(struct informer *inf, cJSON *items, const char *rv)
         return KUBE_ENOMEM;
     cJSON *item;
     while ((item = cJSON_DetachItemFromArray(items, 0)) != NULL) {
-        struct kube_object *o = kube_object_new(item, inf->strip_managed_fields);
+        struct kube_object *o = kube_object_new(item, inf->strip_managed_fields, inf->index_label);
         cJSON_Delete(item);
         if (!o)
             continue;
@@ -305,13 +306,7 @@ static int on_watch_event(void *ctx, enum kube_watch_type type, cJSON *object)
 static void pause_ms(struct informer *inf, uint64_t ms)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += (time_t)(ms / 1000);
-    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    clock_deadline_monotonic(&ts, ms);
     pthread_mutex_lock(&inf->lock);
     while (!atomic_load(&inf->stop))
         if (pthread_cond_timedwait(&inf->wake, &inf->lock, &ts) == ETIMEDOUT)
@@ -407,13 +402,7 @@ bool informer_has_synced(struct informer *inf) { return atomic_load(&inf->synced
 int informer_wait_synced(struct informer *inf, uint64_t timeout_ms)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += (time_t)(timeout_ms / 1000);
-    ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    clock_deadline_monotonic(&ts, timeout_ms);
     pthread_mutex_lock(&inf->lock);
     while (!atomic_load(&inf->synced) && !atomic_load(&inf->stop))
         if (pthread_cond_timedwait(&inf->wake, &inf->lock, &ts) == ETIMEDOUT)
@@ -517,6 +506,7 @@ void informer_free(struct informer *inf)
     free(inf->namespace);
     free(inf->label_selector);
     free(inf->field_selector);
+    free(inf->index_label);
     free(inf->last_rv);
     kube_cancel_free(inf->cancel);
     free(inf);

@@ -36,6 +36,8 @@ struct informer_config {
     uint64_t backoff_base_ms;    /* after errors; default 200 */
     uint64_t backoff_max_ms;     /* default 10000 */
     bool keep_managed_fields;    /* default false: managedFields are dropped from the cache */
+    const char *index_label;     /* optional: a label whose value every cached object keeps in
+                                    kube_object.index_label, read by handlers without parsing */
     struct informer_handlers handlers;
 };
 

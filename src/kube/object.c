@@ -7,7 +7,7 @@
 
 /* One allocation holds the struct, its strings and the JSON text, so a cached object costs its
  * JSON plus a little over a hundred bytes. */
-struct kube_object *kube_object_new(cJSON *tree, int strip_managed_fields)
+struct kube_object *kube_object_new(cJSON *tree, int strip_managed_fields, const char *index_label_key)
 {
     cJSON *meta = cJSON_GetObjectItemCaseSensitive(tree, "metadata");
     if (!cJSON_IsObject(meta))
@@ -29,6 +29,12 @@ struct kube_object *kube_object_new(cJSON *tree, int strip_managed_fields)
             break;
         }
     }
+    const char *label = NULL;
+    if (index_label_key) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(meta, "labels"),
+                                                          index_label_key);
+        label = cJSON_IsString(v) ? v->valuestring : NULL;
+    }
     if (!ns)
         ns = "";
     if (!uid)
@@ -43,9 +49,10 @@ struct kube_object *kube_object_new(cJSON *tree, int strip_managed_fields)
     size_t json_len = strlen(json);
     size_t ns_len = strlen(ns), name_len = strlen(name), uid_len = strlen(uid), rv_len = strlen(rv);
     size_t owner_len = owner ? strlen(owner) : 0;
+    size_t label_len = label ? strlen(label) : 0;
     size_t key_len = ns_len ? ns_len + 1 + name_len : name_len;
     size_t total = sizeof(struct kube_object) + key_len + 1 + ns_len + 1 + name_len + 1 + uid_len + 1 +
-                   rv_len + 1 + (owner ? owner_len + 1 : 0) + json_len + 1;
+                   rv_len + 1 + (owner ? owner_len + 1 : 0) + (label ? label_len + 1 : 0) + json_len + 1;
     struct kube_object *o = malloc(total);
     if (!o) {
         free(json);
@@ -77,6 +84,9 @@ struct kube_object *kube_object_new(cJSON *tree, int strip_managed_fields)
     o->owner_uid = NULL;
     if (owner)
         PUT(o->owner_uid, owner, owner_len);
+    o->index_label = NULL;
+    if (label)
+        PUT(o->index_label, label, label_len);
     PUT(o->json, json, json_len);
 #undef PUT
     o->json_len = json_len;

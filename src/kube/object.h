@@ -19,6 +19,7 @@ struct kube_object {
     const char *uid;
     const char *resource_version;
     const char *owner_uid;        /* the controller ownerReference's uid, or NULL */
+    const char *index_label;      /* the value of the label the cache was asked to keep, or NULL */
     long long generation;
     int deleting;                 /* metadata.deletionTimestamp is set */
     const char *json;             /* compact JSON of the object */
@@ -26,13 +27,16 @@ struct kube_object {
 };
 
 /* Builds an object from a tree (which the caller keeps). Removes metadata.managedFields from
- * the tree first when strip_managed_fields. NULL on ENOMEM or when metadata.name is missing. */
-struct kube_object *kube_object_new(cJSON *tree, int strip_managed_fields);
+ * the tree first when strip_managed_fields. Keeps the value of label index_label_key (may be
+ * NULL) in index_label, so that event handlers need not parse the JSON again for it. NULL on
+ * ENOMEM or when metadata.name is missing. */
+struct kube_object *kube_object_new(cJSON *tree, int strip_managed_fields, const char *index_label_key);
 struct kube_object *kube_object_ref(struct kube_object *o);
 void kube_object_unref(struct kube_object *o);
 /* A fresh tree of the object; caller cJSON_Delete's. NULL on ENOMEM. */
 cJSON *kube_object_parse(const struct kube_object *o);
-/* The value of label `name`, copied into a malloc'd string, or NULL. */
+/* The value of label `name`, copied into a malloc'd string, or NULL. Parses the object: for a
+ * label read on every event, use the informer's index_label instead. */
 char *kube_object_label(const struct kube_object *o, const char *name);
 
 /* Frees an array of references as returned by informer_list*. */

@@ -18,6 +18,7 @@
 #include <openssl/evp.h>
 
 #include "mpijob/hostfile.h"
+#include "util/path.h"
 
 #define SSH_VOLUME "ssh-auth"
 #define CONFIG_VOLUME "mpi-job-config"
@@ -491,16 +492,6 @@ static int env_default(struct pod *p, const char *name, const char *value)
     return append(env, e);
 }
 
-static bool same_path(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    while (la > 1 && a[la - 1] == '/')
-        la--;
-    while (lb > 1 && b[lb - 1] == '/')
-        lb--;
-    return la == lb && strncmp(a, b, la) == 0;
-}
-
 /* Mounts a volume whose source is {source_key: source} (source is taken) at path in container
  * 0, under a volume name based on base. A template that mounts something at path already keeps
  * its own mount, and the volume is dropped. */
@@ -512,7 +503,7 @@ static int mount_volume(struct pod *p, const char *base, const char *path, const
     bool mounted = false;
     cJSON_ArrayForEach(e, mounts) {
         const char *at = string_member(e, "mountPath");
-        mounted = mounted || (at && same_path(at, path));
+        mounted = mounted || (at && path_equal(at, path));
     }
     if (rc == 0 && !mounted)
         rc = child(p->spec, "volumes", true, &volumes);

@@ -42,13 +42,12 @@ static void on_job_update(void *ctx, struct kube_object *old_obj, struct kube_ob
     enqueue_key(ctx, o->namespace, o->name);
 }
 
-/* A dependent's job, through the job-name label every object of ours carries. */
+/* A dependent's job, through the job-name label every object of ours carries (kept by the
+ * informer as index_label: no parsing per event). */
 static void on_dependent(void *ctx, struct kube_object *o)
 {
-    char *job = kube_object_label(o, LABEL_JOB_NAME);
-    if (job)
-        enqueue_key(ctx, o->namespace, job);
-    free(job);
+    if (o->index_label)
+        enqueue_key(ctx, o->namespace, o->index_label);
 }
 static void on_dependent_update(void *ctx, struct kube_object *old_obj, struct kube_object *o)
 {
@@ -108,6 +107,7 @@ static int start_informers(struct controller *c, int which, const struct kube_re
             .resource = res,
             .namespace = c->namespaces[i],
             .label_selector = selector,
+            .index_label = is_job ? NULL : LABEL_JOB_NAME,
             .handlers = {is_job ? on_job : on_dependent, is_job ? on_job_update : on_dependent_update,
                          is_job ? NULL : on_dependent, c},
         };

@@ -729,11 +729,7 @@ static int reconcile_valid(struct run *r)
         enum job_state js = lj ? job_state_of(lj, reason, sizeof(reason), message, sizeof(message)) : JOB_ACTIVE;
         cJSON_Delete(lj);
         struct kube_object **lpods = NULL;
-        int n = informer_list_by_owner(ctx->pods.informers[0], launcher->uid, &lpods);
-        for (size_t s = 1; s < ctx->pods.count && n == 0; s++) {
-            kube_object_list_free(lpods, 0);
-            n = informer_list_by_owner(ctx->pods.informers[s], launcher->uid, &lpods);
-        }
+        int n = cache_list_by_owner(&ctx->pods, job->namespace, launcher->uid, &lpods);
         char pod_reason[128] = "", pod_message[512] = "";
         for (int i = 0; i < n; i++) {
             cJSON *p = kube_object_parse(lpods[i]);

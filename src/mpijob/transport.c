@@ -12,6 +12,7 @@
 
 #include "util/buf.h"
 #include "util/json.h"
+#include "util/path.h"
 
 #define DEFAULT_DEVICE_PATH "/dev/infiniband"
 #define ENV_LIST "OMPI_MCA_mca_base_env_list"
@@ -674,16 +675,6 @@ out:
 
 /* ---- RDMA device, capability, resource ---------------------------------------------------- */
 
-static bool same_path(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    while (la > 1 && a[la - 1] == '/')
-        la--;
-    while (lb > 1 && b[lb - 1] == '/')
-        lb--;
-    return la == lb && strncmp(a, b, la) == 0;
-}
-
 /* Type Directory: a node without the device directory fails the pod's mount with a clear
  * event, where DirectoryOrCreate would make an empty directory under the host's /dev and leave
  * NCCL to fail later. */
@@ -695,7 +686,7 @@ static int mount_device_path(const char *path, cJSON *spec, cJSON *container)
         return rc;
     cJSON_ArrayForEach(e, mounts) {
         const char *at = string_member(e, "mountPath");
-        if (at && same_path(at, path))
+        if (at && path_equal(at, path))
             return 0; /* the template's own mount wins */
     }
     if ((rc = member(spec, "volumes", true, &volumes)) < 0)
@@ -717,7 +708,7 @@ static int mount_device_path(const char *path, cJSON *spec, cJSON *container)
         if (!taken)
             break;
         const char *host = json_string(taken, "hostPath.path");
-        if (host && same_path(host, path)) {
+        if (host && path_equal(host, path)) {
             reuse = true;
             break;
         }

@@ -18,9 +18,9 @@ void clock_sleep_ms(uint64_t ms)
         ;
 }
 
-void clock_deadline_realtime(struct timespec *ts, uint64_t ms_from_now)
+static void deadline(clockid_t clock, struct timespec *ts, uint64_t ms_from_now)
 {
-    clock_gettime(CLOCK_REALTIME, ts);
+    clock_gettime(clock, ts);
     ts->tv_sec += (time_t)(ms_from_now / 1000);
     ts->tv_nsec += (long)(ms_from_now % 1000) * 1000000L;
     if (ts->tv_nsec >= 1000000000L) {
@@ -28,6 +28,10 @@ void clock_deadline_realtime(struct timespec *ts, uint64_t ms_from_now)
         ts->tv_nsec -= 1000000000L;
     }
 }
+
+void clock_deadline_realtime(struct timespec *ts, uint64_t ms_from_now) { deadline(CLOCK_REALTIME, ts, ms_from_now); }
+
+void clock_deadline_monotonic(struct timespec *ts, uint64_t ms_from_now) { deadline(CLOCK_MONOTONIC, ts, ms_from_now); }
 
 void clock_rfc3339(time_t t, char out[21])
 {

@@ -9,8 +9,10 @@
 uint64_t clock_now_ms(void);
 /* Sleeps for ms milliseconds (restarts after signals). */
 void clock_sleep_ms(uint64_t ms);
-/* Fills ts with the absolute CLOCK_REALTIME time ms from now, for pthread_cond_timedwait. */
+/* Fills ts with the absolute time ms from now on CLOCK_REALTIME or CLOCK_MONOTONIC, for
+ * pthread_cond_timedwait (monotonic for condvars set up with pthread_condattr_setclock). */
 void clock_deadline_realtime(struct timespec *ts, uint64_t ms_from_now);
+void clock_deadline_monotonic(struct timespec *ts, uint64_t ms_from_now);
 /* RFC 3339 UTC "2026-11-21T13:05:33Z" (Kubernetes metav1.Time); out needs 21 bytes. */
 void clock_rfc3339(time_t t, char out[21]);
 /* RFC 3339 with microseconds "2026-11-21T13:05:33.123456Z" (metav1.MicroTime); out needs 28. */

@@ -3,22 +3,31 @@
 #include <errno.h>
 #include <string.h>
 
+/* Copies the next member name of a dotted path into part and advances *p past it.
+ * false when the name does not fit. */
+static bool next_part(const char **p, char *part, size_t size)
+{
+    const char *dot = strchr(*p, '.');
+    size_t n = dot ? (size_t)(dot - *p) : strlen(*p);
+    if (n >= size)
+        return false;
+    memcpy(part, *p, n);
+    part[n] = 0;
+    *p = dot ? dot + 1 : *p + n;
+    return true;
+}
+
 cJSON *json_path(const cJSON *root, const char *dotted)
 {
     const cJSON *cur = root;
     const char *p = dotted;
     char part[256];
     while (cur && *p) {
-        const char *dot = strchr(p, '.');
-        size_t n = dot ? (size_t)(dot - p) : strlen(p);
-        if (n >= sizeof(part))
+        if (!next_part(&p, part, sizeof(part)))
             return NULL;
-        memcpy(part, p, n);
-        part[n] = 0;
         if (!cJSON_IsObject(cur))
             return NULL;
         cur = cJSON_GetObjectItemCaseSensitive(cur, part);
-        p = dot ? dot + 1 : p + n;
     }
     return (cJSON *)cur;
 }
@@ -47,12 +56,8 @@ cJSON *json_ensure_object(cJSON *root, const char *dotted)
     const char *p = dotted;
     char part[256];
     while (*p) {
-        const char *dot = strchr(p, '.');
-        size_t n = dot ? (size_t)(dot - p) : strlen(p);
-        if (n >= sizeof(part))
+        if (!next_part(&p, part, sizeof(part)))
             return NULL;
-        memcpy(part, p, n);
-        part[n] = 0;
         cJSON *next = cJSON_GetObjectItemCaseSensitive(cur, part);
         if (!next) {
             next = cJSON_AddObjectToObject(cur, part);
@@ -62,7 +67,6 @@ cJSON *json_ensure_object(cJSON *root, const char *dotted)
             return NULL;
         }
         cur = next;
-        p = dot ? dot + 1 : p + n;
     }
     return cur;
 }

@@ -10,7 +10,7 @@ static int on_event(void *ctx, enum kube_watch_type type, cJSON *object)
 {
     (void)ctx;
     if (type != KUBE_WATCH_BOOKMARK && type != KUBE_WATCH_ERROR) {
-        struct kube_object *o = kube_object_new(object, 1);
+        struct kube_object *o = kube_object_new(object, 1, NULL);
         if (o) {
             cJSON *back = kube_object_parse(o);
             cJSON_Delete(back);

@@ -14,9 +14,10 @@ static const char *pod =
 Test(object, extracts_metadata_and_strips_managed_fields)
 {
     cJSON *tree = cJSON_Parse(pod);
-    struct kube_object *o = kube_object_new(tree, 1);
+    struct kube_object *o = kube_object_new(tree, 1, "role");
     cJSON_Delete(tree);
     cr_assert_not_null(o);
+    cr_assert_str_eq(o->index_label, "worker", "the asked-for label is kept");
     cr_assert_str_eq(o->key, "ns/j-worker-0");
     cr_assert_str_eq(o->namespace, "ns");
     cr_assert_str_eq(o->name, "j-worker-0");
@@ -43,17 +44,18 @@ Test(object, extracts_metadata_and_strips_managed_fields)
 Test(object, cluster_scoped_and_rejects_nameless)
 {
     cJSON *tree = cJSON_Parse("{\"metadata\":{\"name\":\"n1\",\"deletionTimestamp\":\"x\"}}");
-    struct kube_object *o = kube_object_new(tree, 0);
+    struct kube_object *o = kube_object_new(tree, 0, "role");
     cr_assert_str_eq(o->key, "n1");
+    cr_assert_null(o->index_label, "no such label: NULL");
     cr_assert_str_eq(o->namespace, "");
     cr_assert_null(o->owner_uid);
     cr_assert_eq(o->deleting, 1);
     kube_object_unref(o);
     cJSON_Delete(tree);
     tree = cJSON_Parse("{\"metadata\":{\"namespace\":\"x\"}}");
-    cr_assert_null(kube_object_new(tree, 1));
+    cr_assert_null(kube_object_new(tree, 1, NULL));
     cJSON_Delete(tree);
     tree = cJSON_Parse("[]");
-    cr_assert_null(kube_object_new(tree, 1));
+    cr_assert_null(kube_object_new(tree, 1, NULL));
     cJSON_Delete(tree);
 }
