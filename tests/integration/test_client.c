@@ -14,6 +14,7 @@
 #include "kube/config.h"
 #include "kube/watch.h"
 #include "support/apiserver.h"
+#include "support/kube_test.h"
 #include "util/clock.h"
 #include "util/json.h"
 
@@ -33,14 +34,11 @@ static void start(void)
 }
 static void stop(void) { test_apiserver_stop(&srv); }
 
+/* opts NULL: the client's own defaults (rate limit and backoffs as in production). */
 static struct kube_client *client_with(const struct kube_client_options *opts)
 {
-    struct kube_config *cfg = NULL;
-    char err[256];
-    cr_assert_eq(kube_config_load_kubeconfig(srv.kubeconfig, NULL, &cfg, err, sizeof(err)), 0, "%s", err);
-    struct kube_client *c = NULL;
-    cr_assert_eq(kube_client_new(cfg, opts, &c), 0);
-    return c;
+    static const struct kube_client_options defaults;
+    return test_kube_client(&srv, opts ? opts : &defaults);
 }
 
 static cJSON *pod(const char *name)

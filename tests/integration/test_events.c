@@ -9,6 +9,7 @@
 #include "kube/config.h"
 #include "kube/events.h"
 #include "support/apiserver.h"
+#include "support/kube_test.h"
 #include "util/clock.h"
 #include "util/json.h"
 
@@ -31,13 +32,9 @@ static const struct event_target job = {
 static void start(void)
 {
     cr_assert_eq(test_apiserver_start(&srv), 0, "API server did not start");
-    struct kube_config *cfg = NULL;
-    char err[256];
-    cr_assert_eq(kube_config_load_kubeconfig(srv.kubeconfig, NULL, &cfg, err, sizeof(err)), 0,
-                 "%s", err);
     /* No client-side rate limit: the flood test writes a thousand events. */
     struct kube_client_options opts = {.qps = -1};
-    cr_assert_eq(kube_client_new(cfg, &opts, &client), 0);
+    client = test_kube_client(&srv, &opts);
     cr_assert_eq(event_recorder_new(client, "mpijob-operator", "node-1", &recorder), 0);
 }
 

@@ -2,6 +2,8 @@
  * /healthz, /readyz in both states, /metrics (content type, text valid per
  * tests/unit/promcheck.py), HEAD, 404, 405, bad listen addresses. */
 #include <criterion/criterion.h>
+
+#include "support/promcheck.h"
 #include <curl/curl.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -114,37 +116,7 @@ static void request(const char *method, const char *path, struct resp *r)
     curl_easy_cleanup(c);
 }
 
-/* Runs promcheck.py on text: its exit status (0 = valid), or -1 when it cannot run. */
-static int promcheck(const char *text)
-{
-    const char *dir = getenv("MPIJOB_SRC_DIR");
-    char script[4096];
-    snprintf(script, sizeof(script), "%s/tests/unit/promcheck.py", dir && *dir ? dir : ".");
-    if (access(script, R_OK) != 0) {
-        cr_log_error("cannot read %s (run from the source tree or set MPIJOB_SRC_DIR)", script);
-        return -1;
-    }
-    char tmp[] = "/tmp/promcheck.XXXXXX";
-    int fd = mkstemp(tmp);
-    if (fd < 0)
-        return -1;
-    size_t len = strlen(text);
-    ssize_t w = write(fd, text, len);
-    close(fd);
-    char cmd[8300];
-    snprintf(cmd, sizeof(cmd), "python3 '%s' '%s' 2>&1", script, tmp);
-    FILE *p = w == (ssize_t)len ? popen(cmd, "r") : NULL;
-    if (!p) {
-        unlink(tmp);
-        return -1;
-    }
-    char line[1024];
-    while (fgets(line, sizeof(line), p))
-        cr_log_warn("promcheck: %s", line);
-    int st = pclose(p);
-    unlink(tmp);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
+static int promcheck(const char *text) { return promcheck_run(text, true); }
 
 TestSuite(http_server, .init = setup, .fini = teardown, .timeout = 60);
 

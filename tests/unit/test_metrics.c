@@ -2,6 +2,8 @@
  * buckets, type and argument errors, concurrent updates, and a check of the rendered text by
  * an independent parser of the text format (tests/unit/promcheck.py). */
 #include <criterion/criterion.h>
+
+#include "support/promcheck.h"
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -12,44 +14,6 @@
 #include <unistd.h>
 
 #include "server/metrics.h"
-
-/* Runs promcheck.py on text; returns its exit status (0 = valid), -1 when it cannot run.
- * Its complaints go to the test log when verbose. */
-static int promcheck_run(const char *text, bool verbose)
-{
-    const char *dir = getenv("MPIJOB_SRC_DIR");
-    char script[4096];
-    snprintf(script, sizeof(script), "%s/tests/unit/promcheck.py", dir && *dir ? dir : ".");
-    if (access(script, R_OK) != 0) {
-        cr_log_error("cannot read %s (run from the source tree or set MPIJOB_SRC_DIR)", script);
-        return -1;
-    }
-    char tmp[] = "/tmp/promcheck.XXXXXX";
-    int fd = mkstemp(tmp);
-    if (fd < 0)
-        return -1;
-    size_t len = strlen(text);
-    ssize_t w = write(fd, text, len);
-    close(fd);
-    if (w != (ssize_t)len) {
-        unlink(tmp);
-        return -1;
-    }
-    char cmd[8300];
-    snprintf(cmd, sizeof(cmd), "python3 '%s' '%s' 2>&1", script, tmp);
-    FILE *p = popen(cmd, "r");
-    if (!p) {
-        unlink(tmp);
-        return -1;
-    }
-    char line[1024];
-    while (fgets(line, sizeof(line), p))
-        if (verbose)
-            cr_log_warn("promcheck: %s", line);
-    int st = pclose(p);
-    unlink(tmp);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
 
 static int promcheck(const char *text) { return promcheck_run(text, true); }
 
