@@ -17,18 +17,33 @@ SAN       := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-fr
 ASAN_FLAGS := $(BASE) -O1 -g $(SAN)
 LIBS      := $(PKG_LIBS) -lpthread -lm
 
+# The worker links Open MPI only; its GPU backend is a plugin built by nvcc (below).
+MPI_CFLAGS := $(shell pkg-config --cflags ompi-c 2>/dev/null)
+MPI_LIBS   := $(shell pkg-config --libs ompi-c 2>/dev/null)
+WORKER_LIBS := $(MPI_LIBS) -ldl -lpthread -lm
+build/obj/src/worker/%.o build/obj/cmd/mpijob-worker/%.o build/asan/obj/src/worker/%.o build/asan/obj/tests/worker/%.o: EXTRA_CFLAGS := $(MPI_CFLAGS)
+
 KUBE_SRC   := $(wildcard src/util/*.c src/kube/*.c src/mpijob/*.c src/server/*.c)
 WORKER_SRC := $(wildcard src/util/*.c src/worker/*.c)
 TEST_SRC   := $(wildcard tests/unit/*.c tests/integration/*.c tests/support/*.c)
+WORKER_TEST_SRC := $(wildcard tests/worker/*.c)
+
+# GPU backend: src/worker/nccl/*.cu -> build/lib/libmpijob-worker-nccl.so, loaded with dlopen.
+CUDA_HOME ?= /usr/local/cuda
+NVCC      ?= $(firstword $(wildcard $(CUDA_HOME)/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
+NCCL_SRC  := $(wildcard src/worker/nccl/*.cu)
+PLUGIN    := build/lib/libmpijob-worker-nccl.so
+NVCC_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+NVCC_FLAGS := -O2 -std=c++17 -Isrc $(NVCC_ARCH) -Xcompiler -fPIC,-Wall,-Wextra,-Werror -shared
 
 .PHONY: all test deps demo fuzz bench clean
 
-all: build/bin/mpijob-operator build/bin/mpijob-worker
+all: build/bin/mpijob-operator build/bin/mpijob-worker $(if $(and $(NVCC),$(NCCL_SRC)),$(PLUGIN))
 
 # ---- release objects -------------------------------------------------------
 build/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(REL_FLAGS) -c $< -o $@
+	$(CC) $(REL_FLAGS) $(EXTRA_CFLAGS) -c $< -o $@
 
 build/lib/libkube.a: $(KUBE_SRC:%.c=build/obj/%.o)
 	@mkdir -p $(dir $@)
@@ -40,12 +55,16 @@ build/bin/mpijob-operator: $(patsubst %.c,build/obj/%.o,$(wildcard cmd/mpijob-op
 
 build/bin/mpijob-worker: $(patsubst %.c,build/obj/%.o,$(wildcard cmd/mpijob-worker/*.c) $(WORKER_SRC))
 	@mkdir -p $(dir $@)
-	$(CC) $(REL_FLAGS) -o $@ $^ $(LIBS)
+	$(CC) $(REL_FLAGS) -o $@ $^ $(WORKER_LIBS)
+
+$(PLUGIN): $(NCCL_SRC) $(wildcard src/worker/nccl/*.h) src/worker/backend.h
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCC_FLAGS) -o $@ $(NCCL_SRC) -L$(CUDA_HOME)/lib64 -Xlinker -rpath,$(CUDA_HOME)/lib64 -lcublas -lnccl -lcudart
 
 # ---- sanitizer build for tests --------------------------------------------
 build/asan/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ASAN_FLAGS) -c $< -o $@
+	$(CC) $(ASAN_FLAGS) $(EXTRA_CFLAGS) -c $< -o $@
 
 build/asan/lib/libkube.a: $(KUBE_SRC:%.c=build/asan/obj/%.o)
 	@mkdir -p $(dir $@)
@@ -55,6 +74,11 @@ build/asan/lib/libkube.a: $(KUBE_SRC:%.c=build/asan/obj/%.o)
 build/asan/bin/mpijob-tests: $(TEST_SRC:%.c=build/asan/obj/%.o) build/asan/lib/libkube.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ASAN_FLAGS) -o $@ $(filter %.o,$^) build/asan/lib/libkube.a $(LIBS) -lcriterion
+
+# The worker's tests: its modules under the sanitizers, and mpirun runs of build/bin/mpijob-worker.
+build/asan/bin/worker-tests: $(WORKER_TEST_SRC:%.c=build/asan/obj/%.o) $(WORKER_SRC:%.c=build/asan/obj/%.o)
+	@mkdir -p $(dir $@)
+	$(CC) $(ASAN_FLAGS) -o $@ $^ $(WORKER_LIBS) -lcriterion
 
 # A single test file on its own, for quick iteration: make build/asan/t/test_workqueue
 build/asan/t/%: build/asan/obj/tests/unit/%.o $(patsubst %.c,build/asan/obj/%.o,$(wildcard tests/support/*.c)) build/asan/lib/libkube.a
@@ -68,8 +92,11 @@ deps:
 	@scripts/install-deps.sh
 
 test: deps
-	@$(MAKE) --no-print-directory all build/asan/bin/mpijob-tests
-	@scripts/run-tests.sh build/asan/bin/mpijob-tests
+	@$(MAKE) --no-print-directory all build/asan/bin/mpijob-tests build/asan/bin/worker-tests
+	@status=0; \
+	scripts/run-tests.sh build/asan/bin/mpijob-tests || status=1; \
+	scripts/run-tests.sh build/asan/bin/worker-tests || status=1; \
+	exit $$status
 
 # ---- fuzzing (clang-14 + libFuzzer) ----------------------------------------
 FUZZ_CC      ?= clang-14

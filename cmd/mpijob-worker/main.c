@@ -1,19 +1,26 @@
-/* mpijob-worker: the worker runtime started by mpirun on every slot (train | bench | probe).
- * The runtime itself is described in WORKER.md and is not part of this build yet. */
+/* mpijob-worker: the worker runtime started by mpirun on every slot (WORKER.md).
+ *   train   data-parallel SGD on an MLP, NCCL (GPU) or MPI (CPU) allreduce
+ *   bench   allreduce bandwidth sweep with a correctness check
+ *   probe   RDMA devices, ports and GIDs, and the NCCL settings they suggest */
 #include <stdio.h>
 #include <string.h>
+
+#include "worker/commands.h"
 
 static void usage(FILE *out)
 {
     fprintf(out,
-            "Usage: mpijob-worker train|bench|probe [options]\n"
+            "Usage: mpijob-worker COMMAND [options]\n"
             "\n"
-            "The MPIJob worker runtime: data-parallel training with NCCL (GPU) or MPI (CPU)\n"
-            "allreduce, an allreduce bandwidth benchmark, and an RDMA device probe.\n"
+            "The MPIJob worker runtime, started by mpirun on every worker slot.\n"
             "\n"
-            "This build contains none of the subcommands yet: each exits with status 1.\n"
+            "Commands:\n"
+            "  train   data-parallel training of an MLP on synthetic data; gradients averaged\n"
+            "          with NCCL allreduce on GPUs, MPI allreduce on CPUs\n"
+            "  bench   allreduce bandwidth sweep over message sizes, with a correctness check\n"
+            "  probe   list RDMA devices and suggest NCCL_IB_HCA / NCCL_IB_GID_INDEX\n"
             "\n"
-            "  -h, --help   this help\n");
+            "  mpijob-worker COMMAND --help   the command's flags and their defaults\n");
 }
 
 int main(int argc, char **argv)
@@ -22,15 +29,18 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
         usage(stdout);
         return 0;
     }
-    if (strcmp(argv[1], "train") == 0 || strcmp(argv[1], "bench") == 0 || strcmp(argv[1], "probe") == 0) {
-        fprintf(stderr, "mpijob-worker: '%s' is not available in this build\n", argv[1]);
-        return 1;
-    }
-    fprintf(stderr, "mpijob-worker: unknown command '%s'\n", argv[1]);
+    if (strcmp(cmd, "train") == 0)
+        return wk_train_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "bench") == 0)
+        return wk_bench_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "probe") == 0)
+        return wk_probe_main(argc - 1, argv + 1);
+    fprintf(stderr, "mpijob-worker: unknown command '%s'\n\n", cmd);
     usage(stderr);
     return 2;
 }

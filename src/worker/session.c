@@ -1,0 +1,224 @@
+#include "worker/session.h"
+
+#include <errno.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "worker/plugin.h"
+
+#define WHY_LEN 384
+
+static MPI_Comm world = MPI_COMM_NULL;
+
+int wk_backend_parse(const char *s)
+{
+    if (s == NULL)
+        return -1;
+    if (strcmp(s, "auto") == 0)
+        return WK_BACKEND_AUTO;
+    if (strcmp(s, "nccl") == 0)
+        return WK_BACKEND_NCCL;
+    if (strcmp(s, "mpi") == 0)
+        return WK_BACKEND_MPI;
+    return -1;
+}
+
+int wk_session_start(struct wk_session *s, int *argc, char ***argv)
+{
+    memset(s, 0, sizeof(*s));
+    int provided = 0;
+    if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
+        fprintf(stderr, "mpijob-worker: MPI_Init_thread failed\n");
+        return -1;
+    }
+    s->mpi_started = 1;
+    if (provided < MPI_THREAD_MULTIPLE) {
+        fprintf(stderr, "mpijob-worker: this MPI library does not provide MPI_THREAD_MULTIPLE "
+                        "(got level %d); the CPU backend's communication thread needs it\n",
+                provided);
+        return -1;
+    }
+    world = MPI_COMM_WORLD;
+    MPI_Comm_rank(world, &s->rank);
+    MPI_Comm_size(world, &s->size);
+    MPI_Comm local;
+    MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, s->rank, MPI_INFO_NULL, &local);
+    MPI_Comm_rank(local, &s->local_rank);
+    MPI_Comm_size(local, &s->local_size);
+    MPI_Comm_free(&local);
+    return 0;
+}
+
+/* Gathers every rank's one-line reason on rank 0 and joins the non-empty ones into out. */
+static void gather_reasons(const struct wk_session *s, const char *mine, char *out, size_t out_len)
+{
+    char line[WHY_LEN];
+    memset(line, 0, sizeof(line));
+    snprintf(line, sizeof(line), "%s", mine);
+    char *all = s->rank == 0 ? calloc((size_t)s->size, WHY_LEN) : NULL;
+    MPI_Gather(line, WHY_LEN, MPI_CHAR, all, WHY_LEN, MPI_CHAR, 0, world);
+    if (s->rank != 0 || all == NULL) {
+        if (out_len)
+            out[0] = '\0';
+        return;
+    }
+    size_t used = 0;
+    out[0] = '\0';
+    const char *prev = NULL;
+    for (int r = 0; r < s->size; r++) {
+        const char *why = all + (size_t)r * WHY_LEN;
+        if (why[0] == '\0')
+            continue;
+        /* Ranks usually fail for the same reason: say it once with the first rank. */
+        if (prev != NULL && strcmp(prev, why) == 0)
+            continue;
+        int n = snprintf(out + used, out_len - used, "%srank %d: %s", used ? "; " : "", r, why);
+        if (n < 0 || (size_t)n >= out_len - used)
+            break;
+        used += (size_t)n;
+        prev = why;
+    }
+    free(all);
+}
+
+static void set_default_env(const char *name, const char *value)
+{
+    if (getenv(name) == NULL)
+        setenv(name, value, 0);
+}
+
+/* Prepares NCCL's debug output: a file per rank, so the transport NCCL picked can be read. */
+static void nccl_log_setup(struct wk_session *s)
+{
+    const char *dir = getenv("TMPDIR");
+    if (dir == NULL || dir[0] == '\0')
+        dir = "/tmp";
+    snprintf(s->nccl_log, sizeof(s->nccl_log), "%s/mpijob-worker-nccl.%d.%d.log", dir,
+             (int)getpid(), s->rank);
+    unlink(s->nccl_log);
+    /* The user's own NCCL_DEBUG wins; INFO for INIT and NET is what names the transport. */
+    set_default_env("NCCL_DEBUG", "INFO");
+    set_default_env("NCCL_DEBUG_SUBSYS", "INIT,NET");
+    setenv("NCCL_DEBUG_FILE", s->nccl_log, 1);
+}
+
+static int start_mpi(struct wk_session *s)
+{
+    char why[WHY_LEN] = "";
+    struct wk_init in;
+    memset(&in, 0, sizeof(in));
+    in.rank = s->rank;
+    in.size = s->size;
+    in.local_rank = s->local_rank;
+    in.mpi_comm = &world;
+    int rc = wk_backend_mpi.init(&in, &s->ctx, why, sizeof(why));
+    int ok = rc == 0, all_ok = 0;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, world);
+    if (!all_ok) {
+        char reasons[1024];
+        gather_reasons(s, rc == 0 ? "" : why, reasons, sizeof(reasons));
+        if (s->rank == 0)
+            fprintf(stderr, "mpijob-worker: the mpi backend failed to start: %s\n", reasons);
+        return -1;
+    }
+    s->ops = &wk_backend_mpi;
+    return 0;
+}
+
+int wk_session_backend(struct wk_session *s, enum wk_backend_choice choice)
+{
+    if (choice == WK_BACKEND_MPI)
+        return start_mpi(s);
+
+    /* Step 1: can every rank load the plugin and see a GPU? */
+    char why[WHY_LEN] = "";
+    const struct wk_ops *gpu = wk_plugin_load(why, sizeof(why));
+    if (gpu != NULL && !gpu->available(why, sizeof(why)))
+        gpu = NULL;
+    int ok = gpu != NULL, all_ok = 0;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, world);
+    if (!all_ok) {
+        char reasons[1024];
+        gather_reasons(s, ok ? "" : why, reasons, sizeof(reasons));
+        if (choice == WK_BACKEND_NCCL) {
+            if (s->rank == 0)
+                fprintf(stderr, "mpijob-worker: --backend nccl: the GPU backend cannot run: %s\n",
+                        reasons);
+            return -1;
+        }
+        if (s->rank == 0)
+            snprintf(s->fallback, sizeof(s->fallback), "%s", reasons);
+        return start_mpi(s);
+    }
+
+    /* Step 2: rank 0 makes the NCCL id; every rank joins. */
+    struct wk_init in;
+    memset(&in, 0, sizeof(in));
+    in.rank = s->rank;
+    in.size = s->size;
+    in.local_rank = s->local_rank;
+    in.mpi_comm = &world;
+    nccl_log_setup(s);
+    int id_ok = 1;
+    if (s->rank == 0 && gpu->unique_id(in.nccl_id, why, sizeof(why)) < 0)
+        id_ok = 0;
+    MPI_Bcast(&id_ok, 1, MPI_INT, 0, world);
+    if (!id_ok) {
+        if (s->rank == 0)
+            fprintf(stderr, "mpijob-worker: ncclGetUniqueId failed: %s\n", why);
+        return -1;
+    }
+    MPI_Bcast(in.nccl_id, WK_NCCL_ID_BYTES, MPI_UNSIGNED_CHAR, 0, world);
+    why[0] = '\0';
+    int rc = gpu->init(&in, &s->ctx, why, sizeof(why));
+    ok = rc == 0;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, world);
+    if (!all_ok) {
+        char reasons[1024];
+        gather_reasons(s, ok ? "" : why, reasons, sizeof(reasons));
+        if (s->rank == 0)
+            fprintf(stderr, "mpijob-worker: the nccl backend failed to start: %s\n", reasons);
+        if (ok) {
+            gpu->fini(s->ctx);
+            s->ctx = NULL;
+        }
+        return -1;
+    }
+    s->ops = gpu;
+    return 0;
+}
+
+int wk_session_agree(struct wk_session *s, int status)
+{
+    int ok = status == 0, all_ok = 0;
+    if (MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, world) != MPI_SUCCESS)
+        return -1;
+    (void)s;
+    return all_ok ? 0 : -1;
+}
+
+void wk_session_end(struct wk_session *s)
+{
+    if (s->ops != NULL && s->ctx != NULL)
+        s->ops->fini(s->ctx);
+    s->ctx = NULL;
+    s->ops = NULL;
+    if (s->mpi_started) {
+        int finalized = 0;
+        MPI_Finalized(&finalized);
+        if (!finalized)
+            MPI_Finalize();
+        s->mpi_started = 0;
+    }
+}
+
+void wk_session_abort(struct wk_session *s, int code, const char *msg)
+{
+    fprintf(stderr, "mpijob-worker: rank %d: %s\n", s->rank, msg);
+    fflush(stderr);
+    MPI_Abort(world == MPI_COMM_NULL ? MPI_COMM_WORLD : world, code);
+    exit(code);
+}

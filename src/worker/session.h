@@ -1,0 +1,53 @@
+/* One worker process in an MPI job: MPI start-up and shut-down, rank / size / local rank, and
+ * the choice of backend agreed by every rank.
+ *
+ *   struct wk_session s;
+ *   if (wk_session_start(&s, &argc, &argv) < 0) return 1;
+ *   if (wk_session_backend(&s, WK_BACKEND_AUTO) < 0) { wk_session_end(&s); return 1; }
+ *   ... s.ops, s.ctx ...
+ *   wk_session_end(&s);
+ *
+ * Backend choice (--backend auto|nccl|mpi):
+ *   - nccl: load the plugin and init NCCL; any rank that cannot -> every rank fails, and rank 0
+ *     prints each failing rank's reason.
+ *   - mpi: the CPU backend.
+ *   - auto: nccl when every rank can load the plugin and sees a GPU, else mpi on every rank;
+ *     rank 0 says why it fell back. The ranks agree before any of them starts, so a job never
+ *     runs half on NCCL and half on MPI.
+ * For nccl, rank 0 makes the unique id and broadcasts it with MPI_Bcast; NCCL's own debug log
+ * goes to a file of ours (wk_session.nccl_log) so the transport it used can be read back
+ * (worker/nccl_log.h). */
+#ifndef WORKER_SESSION_H
+#define WORKER_SESSION_H
+
+#include <stddef.h>
+
+#include "worker/backend.h"
+
+enum wk_backend_choice { WK_BACKEND_AUTO = 0, WK_BACKEND_NCCL, WK_BACKEND_MPI };
+
+struct wk_session {
+    int rank, size, local_rank, local_size;
+    const struct wk_ops *ops;  /* after wk_session_backend */
+    struct wk_ctx *ctx;
+    char nccl_log[256];        /* NCCL debug file of this rank, "" for mpi */
+    char fallback[512];        /* why auto chose mpi, "" otherwise (rank 0's view of all ranks) */
+    int mpi_started;
+};
+
+/* Parses "auto" | "nccl" | "mpi"; -1 for anything else. */
+int wk_backend_parse(const char *s);
+
+/* MPI_Init_thread (MPI_THREAD_MULTIPLE when the backend's communication thread needs it),
+ * ranks and local ranks. Fails with a message on stderr. */
+int wk_session_start(struct wk_session *s, int *argc, char ***argv);
+int wk_session_backend(struct wk_session *s, enum wk_backend_choice choice);
+/* fini of the backend, MPI_Finalize. Safe on a half-started session. */
+void wk_session_end(struct wk_session *s);
+/* Every rank calls it with its own status: returns 0 when all ranks passed 0, else -1.
+ * Used so that a failure on one rank (bad device, wrong weights) fails the job on all ranks. */
+int wk_session_agree(struct wk_session *s, int status);
+/* MPI_Abort with the given code after printing msg on stderr (rank-prefixed). */
+void wk_session_abort(struct wk_session *s, int code, const char *msg) __attribute__((noreturn));
+
+#endif
