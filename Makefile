@@ -20,7 +20,7 @@ LIBS      := $(PKG_LIBS) -lpthread -lm
 # The worker links Open MPI only; its GPU backend is a plugin built by nvcc (below).
 MPI_CFLAGS := $(shell pkg-config --cflags ompi-c 2>/dev/null)
 MPI_LIBS   := $(shell pkg-config --libs ompi-c 2>/dev/null)
-WORKER_LIBS := $(MPI_LIBS) -ldl -lpthread -lm
+WORKER_LIBS := $(MPI_LIBS) $(shell pkg-config --libs libcjson 2>/dev/null) -ldl -lpthread -lm
 build/obj/src/worker/%.o build/obj/cmd/mpijob-worker/%.o build/asan/obj/src/worker/%.o build/asan/obj/tests/worker/%.o: EXTRA_CFLAGS := $(MPI_CFLAGS)
 
 KUBE_SRC   := $(wildcard src/util/*.c src/kube/*.c src/mpijob/*.c src/server/*.c)

@@ -31,7 +31,7 @@ struct wk_session {
     const struct wk_ops *ops;  /* after wk_session_backend */
     struct wk_ctx *ctx;
     char nccl_log[256];        /* NCCL debug file of this rank, "" for mpi */
-    char fallback[512];        /* why auto chose mpi, "" otherwise (rank 0's view of all ranks) */
+    char fallback[1024];       /* why auto chose mpi, "" otherwise (rank 0's view of all ranks) */
     int mpi_started;
 };
 
