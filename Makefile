@@ -36,7 +36,7 @@ PLUGIN    := build/lib/libmpijob-worker-nccl.so
 NVCC_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
 NVCC_FLAGS := -O2 -std=c++17 -Isrc $(NVCC_ARCH) -Xcompiler -fPIC,-Wall,-Wextra,-Werror -shared
 
-.PHONY: all test deps demo fuzz bench clean
+.PHONY: all test deps demo fuzz bench clean rbac-proof
 
 all: build/bin/mpijob-operator build/bin/mpijob-worker $(if $(and $(NVCC),$(NCCL_SRC)),$(PLUGIN))
 
@@ -93,8 +93,9 @@ deps:
 
 test: deps
 	@$(MAKE) --no-print-directory all build/asan/bin/mpijob-tests build/asan/bin/worker-tests
-	@status=0; \
-	scripts/run-tests.sh build/asan/bin/mpijob-tests || status=1; \
+	@status=0; rm -f build/rbac-usage.log; \
+	MPIJOB_TEST_RBAC_USAGE=$(CURDIR)/build/rbac-usage.log scripts/run-tests.sh build/asan/bin/mpijob-tests || status=1; \
+	python3 tests/apiserver/rbac_coverage.py manifests/rbac/operator.yaml build/rbac-usage.log || status=1; \
 	scripts/run-tests.sh build/asan/bin/worker-tests || status=1; \
 	exit $$status
 
@@ -123,6 +124,10 @@ bench: deps $(BENCH_TARGETS)
 demo:
 	@scripts/demo.sh
 
+# Removes each RBAC rule in turn and shows that some integration test then fails.
+rbac-proof: deps
+	@scripts/rbac-proof.sh
+
 clean:
 	rm -rf build
 
@@ -131,3 +136,8 @@ clean:
 .PHONY: fuzz-deps
 fuzz-deps:
 	@scripts/install-deps.sh fuzz
+
+# ---- deploy/mpijob-operator.yaml and the chart's CRD copy, rendered from the Helm chart -------
+.PHONY: deploy
+deploy:
+	@scripts/gen-deploy.sh

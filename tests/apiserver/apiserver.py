@@ -38,6 +38,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import schema as crd_schema  # noqa: E402  (tests/apiserver/schema.py: structural schemas)
+import rbac  # noqa: E402  (tests/apiserver/rbac.py: RBAC authorization)
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MPIJOB_CRD_FILE = os.path.join(REPO_ROOT, "manifests", "crd", "kubeflow.org_mpijobs.yaml")
@@ -1822,6 +1823,13 @@ class Store:
         self.by_skey = {}
 
     # ---- kinds ----
+    def kind_by_group_kind(self, group, kind_name):
+        with self.lock:
+            for k in self.kinds:
+                if k.group == group and k.kind == kind_name:
+                    return k
+        return None
+
     def remove_kind(self, kind):
         """Stops serving a kind, as when its CRD is deleted (its objects go with it)."""
         with self.lock:
@@ -1972,6 +1980,9 @@ class Api:
             self.install_mpijob_crd(load_crd_file(mpijob_crd))
         self.startup_tokens = set(tokens)
         self.tokens = set(tokens)
+        self.authorizer = None          # rbac.Authorizer when --rbac is given
+        self.rbac_tokens = {}           # token -> user name, authorized by RBAC
+        self.rbac_said = set()          # refusals already written to stderr
         self.bookmark_interval = bookmark_interval
         self.meta_lock = threading.Lock()
         self.log = []
@@ -3260,17 +3271,75 @@ class Handler(BaseHTTPRequestHandler):
             api.add_log(entry)
             self._send_json(e.code, e.body, e.headers, req)
 
+    def _authorize(self, req, user, entry):
+        """RBAC for a restricted token: 403 Forbidden, as kube-apiserver answers, for anything its
+        roles do not grant; and OwnerReferencesPermissionEnforcement for blockOwnerDeletion."""
+        api = self.api
+        info = rbac.request_info(req.method, req.path, req.query)
+        entry.update(user=user)
+        if not api.authorizer.allowed(user, info):
+            details = {"kind": info.resource} if info.resource_request else None
+            if details is not None and info.name:
+                details["name"] = info.name
+            if details is not None and info.group:
+                details["group"] = info.group
+            msg = api.authorizer.forbidden_message(user, info)
+            if msg not in api.rbac_said:   # each refusal said once, so a failing test shows why
+                api.rbac_said.add(msg)
+                sys.stderr.write("apiserver: RBAC: %s\n" % msg)
+            raise api_error(403, "Forbidden", msg, details)
+        usage = os.environ.get("MPIJOB_TEST_RBAC_USAGE")
+        if usage and info.resource_request:
+            # One line per granted request: which rules a test suite really needs (rbac_coverage.py).
+            line = "%s %s %s %s\n" % (info.verb, info.group or '""',
+                                      info.resource + ("/" + info.subresource if info.subresource else ""),
+                                      info.namespace or "-")
+            fd = os.open(usage, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, line.encode())
+            finally:
+                os.close(fd)
+        if info.verb not in ("create", "update") or not isinstance(req.body_json, dict):
+            return
+        refs = (req.body_json.get("metadata") or {}).get("ownerReferences") or []
+        for ref in refs if isinstance(refs, list) else []:
+            if not isinstance(ref, dict) or ref.get("blockOwnerDeletion") is not True:
+                continue
+            group = str(ref.get("apiVersion", "")).rpartition("/")[0]
+            kind = api.store.kind_by_group_kind(group, ref.get("kind"))
+            plural = kind.plural if kind is not None else str(ref.get("kind", "")).lower() + "s"
+            granted = api.authorizer.owner_finalizer_allowed(user, info.namespace, group, plural, ref.get("name", ""))
+            if granted and usage:
+                fd = os.open(usage, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                try:
+                    os.write(fd, ("update %s %s/finalizers %s\n" % (group or '""', plural, info.namespace or "-")).encode())
+                finally:
+                    os.close(fd)
+            if not granted:
+                name = info.name or (req.body_json.get("metadata") or {}).get("name", "")
+                msg = ('%s "%s" is forbidden: cannot set blockOwnerDeletion if an ownerReference refers to a '
+                       'resource you can\'t set finalizers on: User "%s" cannot update resource "%s/finalizers" '
+                       'in API group "%s" in the namespace "%s"' % (info.resource, name, user, plural, group,
+                                                                     info.namespace))
+                if msg not in api.rbac_said:
+                    api.rbac_said.add(msg)
+                    sys.stderr.write("apiserver: RBAC: %s\n" % msg)
+                raise api_error(403, "Forbidden", msg, {"name": name, "kind": info.resource})
+
     def _serve(self, req, segs, token, body_exc, entry):
         api = self.api
         public = req.method == "GET" and segs in (["version"], ["healthz"], ["readyz"], ["livez"])
         with api.meta_lock:
-            authed = token is not None and token in api.tokens
+            user = api.rbac_tokens.get(token) if token is not None else None
+            authed = token is not None and (token in api.tokens or user is not None)
         if token is not None and not authed:
             raise err_unauthorized()
         if not authed and not public:
             raise err_unauthorized()
         if body_exc:
             raise body_exc
+        if user is not None:
+            self._authorize(req, user, entry)
 
         # classify for the log and for failNext
         is_api = bool(segs) and segs[0] in ("api", "apis")
@@ -3688,6 +3757,12 @@ def main(argv=None):
                     help="the MPIJob CRD whose schema admits MPIJobs (\"\": none, no schema checks)")
     ap.add_argument("--without-crds", action="store_true",
                     help="serve no custom resources (MPIJobs, PodGroups), as a cluster without the CRDs")
+    ap.add_argument("--rbac", action="append", default=[],
+                    help="YAML file of RBAC objects enforced for --rbac-token (repeatable)")
+    ap.add_argument("--rbac-token", default="operator-token",
+                    help="the bearer token RBAC applies to; its kubeconfig is <state-dir>/operator.kubeconfig")
+    ap.add_argument("--rbac-user", default="",
+                    help="the user that token authenticates as (default: the ServiceAccount the files define)")
     args = ap.parse_args(argv)
     tokens = args.token or ["test-token"]
     d = os.path.abspath(args.state_dir)
@@ -3709,6 +3784,12 @@ def main(argv=None):
     for spec in args.extra_crd:
         text = open(spec[1:]).read() if spec.startswith("@") else spec
         api.store.add_kind(kind_from_crd(json.loads(text)))
+    if args.rbac:
+        api.authorizer = rbac.Authorizer(args.rbac)
+        user = args.rbac_user or rbac.service_account_user(args.rbac)
+        if not user:
+            ap.error("--rbac: the files define no single ServiceAccount; give --rbac-user")
+        api.rbac_tokens = {args.rbac_token: user}
 
     ca_crt, crt, key = make_certs(d)
     if args.mpijob_crd:
@@ -3736,6 +3817,8 @@ def main(argv=None):
         ca_pem = f.read()
     server_url = "https://127.0.0.1:%d" % host.port
     write_atomic(os.path.join(d, "kubeconfig"), kubeconfig_text(server_url, ca_pem, tokens[0]))
+    if args.rbac:
+        write_atomic(os.path.join(d, "operator.kubeconfig"), kubeconfig_text(server_url, ca_pem, args.rbac_token))
     write_atomic(os.path.join(d, "port"), "%d\n" % host.port)
     write_atomic(os.path.join(d, "ready"), "%d\n" % os.getpid())
 

@@ -78,6 +78,9 @@ def real_assets():
 # The double
 # --------------------------------------------------------------------------------------------
 
+RBAC_TOKEN = "operator-token"   # the token of <state-dir>/operator.kubeconfig (--rbac)
+
+
 def run_double(args):
     write_atomic(os.path.join(args.state_dir, "info.json"), json.dumps({"kind": "double"}) + "\n")
     write_atomic(os.path.join(args.state_dir, "pid"), "%d\n" % os.getpid())
@@ -89,6 +92,8 @@ def run_double(args):
         argv += ["--extra-crd", crd]
     if args.without_crds:
         argv += ["--without-crds"]
+    for f in args.rbac:
+        argv += ["--rbac", f]
     sys.stdout.flush()
     sys.stderr.flush()
     os.execv(sys.executable, argv)
@@ -183,6 +188,30 @@ class Real:
             time.sleep(0.2)
         raise RuntimeError("timed out waiting for %s (%s; logs in %s)" % (what, last, self.dir))
 
+    def apply_rbac(self, paths):
+        """Creates the namespaces the RBAC objects live in, then the objects (as admin)."""
+        import yaml
+        docs = []
+        for p in paths:
+            with open(p) as f:
+                docs += [x for x in yaml.safe_load_all(f) if isinstance(x, dict)]
+        namespaces = sorted({(x.get("metadata") or {}).get("namespace") for x in docs} - {None, ""})
+        for ns in namespaces:
+            self.https("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                                       "metadata": {"name": ns}})
+        plural = {"ServiceAccount": "serviceaccounts", "ClusterRole": "clusterroles", "Role": "roles",
+                  "ClusterRoleBinding": "clusterrolebindings", "RoleBinding": "rolebindings"}
+        for x in docs:
+            kind = x.get("kind")
+            if kind not in plural:
+                continue
+            ns = (x.get("metadata") or {}).get("namespace")
+            base = "/api/v1" if kind == "ServiceAccount" else "/apis/rbac.authorization.k8s.io/v1"
+            path = "%s%s/%s" % (base, "/namespaces/" + ns if ns else "", plural[kind])
+            code, body = self.https("POST", path, x)
+            if code not in (201, 409):
+                raise RuntimeError("creating %s: HTTP %d: %s" % (kind, code, body[:300].decode(errors="replace")))
+
     def start(self):
         sys.path.insert(0, HERE)
         from apiserver import kubeconfig_text, make_certs   # shared with the double
@@ -196,8 +225,18 @@ class Real:
         subprocess.run(["openssl", "rsa", "-in", sa_key, "-pubout", "-out", sa_pub], check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         tokens = os.path.join(d, "tokens.csv")
+        rbac_user = None
+        if self.args.rbac:
+            import rbac
+            rbac_user = rbac.service_account_user(self.args.rbac)
+            if not rbac_user:
+                raise RuntimeError("--rbac: the files define no single ServiceAccount")
         with open(tokens, "w") as f:
             f.write('%s,admin,admin-uid,"system:masters"\n' % self.args.token)
+            if rbac_user:
+                sa_ns = rbac_user.split(":")[2]
+                f.write('%s,%s,operator-uid,"system:serviceaccounts,system:serviceaccounts:%s"\n'
+                        % (RBAC_TOKEN, rbac_user, sa_ns))
 
         client_port, peer_port, port = free_port(), free_port(), free_port()
         etcd_url = "http://127.0.0.1:%d" % client_port
@@ -231,6 +270,7 @@ class Real:
             "--service-cluster-ip-range=10.0.0.0/24",
             "--allow-privileged=true",
             "--disable-admission-plugins=ServiceAccount",
+            "--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
         ], "kube-apiserver.log")
 
         def readyz():
@@ -265,9 +305,13 @@ class Real:
 
             self.wait_for("CRD %s" % name, established, deadline)
 
+        if rbac_user:
+            self.apply_rbac(self.args.rbac)
         with open(ca_crt, "rb") as f:
             ca_pem = f.read()
         write_atomic(os.path.join(d, "kubeconfig"), kubeconfig_text(self.url, ca_pem, self.args.token))
+        if rbac_user:
+            write_atomic(os.path.join(d, "operator.kubeconfig"), kubeconfig_text(self.url, ca_pem, RBAC_TOKEN))
         write_atomic(os.path.join(d, "port"), "%d\n" % port)
         write_atomic(os.path.join(d, "pid"), "%d\n%d\n%d\n" % (os.getpid(), etcd.pid, apiserver.pid))
         write_atomic(os.path.join(d, "info.json"), json.dumps({"kind": "real"}) + "\n")
@@ -315,7 +359,10 @@ def main():
     ap.add_argument("--extra-crd", action="append", default=[], help="(the double only) see apiserver.py")
     ap.add_argument("--without-crds", action="store_true",
                     help="install no CRD (the double: serve no custom resources)")
+    ap.add_argument("--rbac", action="append", default=[],
+                    help="RBAC objects (YAML) enforced for the token in <state-dir>/operator.kubeconfig")
     args = ap.parse_args()
+    args.rbac = [os.path.abspath(f) for f in args.rbac]
     args.state_dir = os.path.abspath(args.state_dir)
     os.makedirs(args.state_dir, exist_ok=True)
     for f in ("ready", "info.json", "pid"):

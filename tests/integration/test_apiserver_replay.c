@@ -30,10 +30,11 @@ static int int_item(const cJSON *obj, const char *key)
     return cJSON_IsNumber(it) ? it->valueint : -1;
 }
 
-Test(apiserver, replays_recordings, .timeout = 120)
+/* Runs a Python check of the double from the repository root; fails the test with its output. */
+static void run_python(const char *script)
 {
     char cmd[1024];
-    snprintf(cmd, sizeof(cmd), "cd '%s' && python3 tests/apiserver/replay_test.py 2>&1", root_dir());
+    snprintf(cmd, sizeof(cmd), "cd '%s' && python3 %s 2>&1", root_dir(), script);
     FILE *p = popen(cmd, "r");
     cr_assert_not_null(p, "popen: %s", strerror(errno));
     size_t cap = 1 << 16, len = 0;
@@ -51,10 +52,14 @@ Test(apiserver, replays_recordings, .timeout = 120)
     }
     out[len] = 0;
     int status = pclose(p);
-    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "replay_test.py failed (status %d):\n%s", status,
-              out);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s failed (status %d):\n%s", script, status, out);
     free(out);
 }
+
+Test(apiserver, replays_recordings, .timeout = 120) { run_python("tests/apiserver/replay_test.py"); }
+
+/* The RBAC authorizer that holds the operator's token to its role. */
+Test(apiserver, rbac_authorizer, .timeout = 60) { run_python("tests/apiserver/test_rbac.py"); }
 
 Test(apiserver, starts_and_stops_cleanly, .timeout = 60)
 {

@@ -33,7 +33,7 @@ static void setup(void)
 {
     cr_assert_eq(test_apiserver_start(&srv), 0);
     admin = new_client();
-    operator_client = new_client();
+    operator_client = test_operator_client(&srv, NULL);
     cr_assert_eq(event_recorder_new(operator_client, "mpijob-operator", NULL, &recorder), 0);
 }
 
@@ -554,6 +554,31 @@ Test(controller, gang_scheduling_creates_the_podgroup_before_the_pods)
 
     set_suspend("gang", true);
     cr_assert(wait_gone(&PODGROUP_VOLCANO, "gang", 10000), "suspend deletes the PodGroup");
+}
+
+/* The scheduler-plugins coscheduler: any other scheduler name; its PodGroup lives in
+ * scheduling.x-k8s.io and pods find it by label. */
+Test(controller, gang_scheduling_with_scheduler_plugins)
+{
+    REQUIRE_DOUBLE();
+    struct controller_config cfg = {.client = operator_client, .threads = 2, .events = recorder,
+                                    .options = {.gang_scheduler = "scheduler-plugins-scheduler"}};
+    cr_assert_eq(controller_start(&cfg, &ctl), 0);
+    create_job("coscheduled", NULL);
+    cr_assert(wait_exists(&KUBE_JOBS, "coscheduled-launcher", 10000));
+    cJSON *group = NULL;
+    cr_assert_eq(kube_get(admin, &PODGROUP_SCHED_PLUGINS, "default", "coscheduled", &group, NULL), 0);
+    cr_assert_eq(json_int(group, "spec.minMember", 0), 3, "workers + 1");
+    cJSON_Delete(group);
+    cJSON *pod0 = NULL;
+    cr_assert_eq(kube_get(admin, &KUBE_PODS, "default", "coscheduled-worker-0", &pod0, NULL), 0);
+    cr_assert_str_eq(json_string(pod0, "spec.schedulerName"), "scheduler-plugins-scheduler");
+    const cJSON *label = cJSON_GetObjectItem(json_path(pod0, "metadata.labels"), SCHED_PLUGINS_GROUP_LABEL);
+    cr_assert(cJSON_IsString(label) && strcmp(label->valuestring, "coscheduled") == 0, "the pod names its group");
+    cJSON_Delete(pod0);
+
+    set_suspend("coscheduled", true);
+    cr_assert(wait_gone(&PODGROUP_SCHED_PLUGINS, "coscheduled", 10000), "suspend deletes the PodGroup");
 }
 
 static int count_events(const char *reason)

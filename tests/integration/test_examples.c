@@ -25,7 +25,7 @@ static void setup(void)
 {
     cr_assert_eq(test_apiserver_start(&srv), 0);
     admin = new_client();
-    op = new_client();
+    op = test_operator_client(&srv, NULL);
     struct controller_config cfg = {.client = op, .threads = 2};
     cr_assert_eq(controller_start(&cfg, &ctl), 0);
 }

@@ -33,7 +33,7 @@ static void setup(void)
 {
     cr_assert_eq(test_apiserver_start(&srv), 0);
     admin = new_client();
-    operator_client = new_client();
+    operator_client = test_operator_client(&srv, NULL);
     cr_assert_eq(event_recorder_new(operator_client, "mpijob-operator", NULL, &recorder), 0);
 }
 

@@ -14,6 +14,7 @@
 #include "support/apiserver.h"
 #include "support/kube_test.h"
 #include "util/clock.h"
+#include "util/json.h"
 
 static char binary[512], log_path[600];
 static pid_t children[8];
@@ -142,7 +143,7 @@ Test(operator, missing_crd_is_a_clear_error, .timeout = 60)
 {
     struct test_apiserver srv;
     cr_assert_eq(test_apiserver_start_without_crds(&srv), 0);
-    char *const args[] = {binary, "--kubeconfig", srv.kubeconfig, "--metrics-addr", "0", "--health-addr", "0", NULL};
+    char *const args[] = {binary, "--kubeconfig", srv.operator_kubeconfig, "--metrics-addr", "0", "--health-addr", "0", NULL};
     int rc = wait_exit(spawn(args), 20000);
     test_apiserver_stop(&srv);
     cr_assert_eq(rc, 1, "exit status %d", rc);
@@ -175,7 +176,7 @@ Test(operator, serves_a_job_and_stops_on_sigterm, .timeout = 60)
     struct test_apiserver srv;
     cr_assert_eq(test_apiserver_start(&srv), 0);
     struct kube_client *admin = test_kube_client(&srv, NULL);
-    char *const args[] = {binary, "--kubeconfig", srv.kubeconfig, "--namespace", "default", "--threads", "2",
+    char *const args[] = {binary, "--kubeconfig", srv.operator_kubeconfig, "--namespace", "default", "--threads", "2",
                           "--leader-elect=false", "--metrics-addr", "127.0.0.1:0", "--health-addr", "127.0.0.1:0",
                           NULL};
     pid_t pid = spawn(args);
@@ -236,12 +237,71 @@ Test(operator, serves_a_job_and_stops_on_sigterm, .timeout = 60)
     unlink(log_path);
 }
 
+/* A single-namespace install: the operator holds only manifests/rbac/namespaced.yaml (a Role in
+ * team-a, the Lease Role in mpijob-system) and serves team-a with no request refused. */
+Test(operator, namespaced_rbac_serves_its_namespace, .timeout = 60)
+{
+    struct test_apiserver srv;
+    cr_assert_eq(test_apiserver_start_rbac(&srv, "manifests/rbac/namespaced.yaml"), 0);
+    cr_assert_eq(test_apiserver_request(&srv, "POST", "/api/v1/namespaces", NULL,
+                                        "{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":\"team-a\"}}",
+                                        NULL),
+                 201);
+    struct kube_client *admin = test_kube_client(&srv, NULL);
+    char *const args[] = {binary, "--kubeconfig", srv.operator_kubeconfig, "--namespace", "team-a",
+                          "--lease-namespace", "mpijob-system", "--metrics-addr", "0", "--health-addr", "0", NULL};
+    pid_t pid = spawn(args);
+    cJSON *job = cJSON_Parse(
+        "{\"apiVersion\":\"kubeflow.org/v2beta1\",\"kind\":\"MPIJob\",\"metadata\":{\"name\":\"ns\"},\"spec\":{"
+        "\"mpiReplicaSpecs\":{\"Launcher\":{\"template\":{\"spec\":{\"containers\":[{\"name\":\"l\",\"image\":\"w\","
+        "\"command\":[\"mpirun\",\"train\"]}]}}},\"Worker\":{\"replicas\":2,\"template\":{\"spec\":{\"containers\":"
+        "[{\"name\":\"w\",\"image\":\"w\"}]}}}}}}");
+    cr_assert_eq(kube_create(admin, &MPIJOB_RESOURCE_V2BETA1, "team-a", job, NULL, NULL), 0);
+    cJSON_Delete(job);
+    uint64_t end = clock_now_ms() + 20000;
+    while (clock_now_ms() < end && kube_get(admin, &KUBE_JOBS, "team-a", "ns-launcher", NULL, NULL) != 0)
+        clock_sleep_ms(50);
+    cr_assert_eq(kube_get(admin, &KUBE_JOBS, "team-a", "ns-launcher", NULL, NULL), 0, "the operator made the launcher");
+    if (srv.is_double) {
+        cJSON *log = test_apiserver_log(&srv, 0), *e;
+        cr_assert_not_null(log);
+        cJSON_ArrayForEach(e, log) {
+            cr_assert_neq(json_int(e, "code", 0), 403, "refused: %s %s", json_string(e, "method"), json_string(e, "path"));
+        }
+        cJSON_Delete(log);
+    }
+    kill(pid, SIGTERM);
+    cr_assert_eq(wait_exit(pid, 5000), 0);
+    kube_client_free(admin);
+    test_apiserver_stop(&srv);
+    unlink(log_path);
+}
+
+/* Cluster-wide operator, namespaced permissions: it says what it may not do instead of
+ * spinning in silence. */
+Test(operator, cluster_wide_without_cluster_rbac_says_forbidden, .timeout = 60)
+{
+    struct test_apiserver srv;
+    cr_assert_eq(test_apiserver_start_rbac(&srv, "manifests/rbac/namespaced.yaml"), 0);
+    char *const args[] = {binary, "--kubeconfig", srv.operator_kubeconfig, "--leader-elect=false",
+                          "--metrics-addr", "0", "--health-addr", "0", NULL};
+    pid_t pid = spawn(args);
+    uint64_t end = clock_now_ms() + 10000;
+    while (clock_now_ms() < end && !log_has("cannot list resource"))
+        clock_sleep_ms(100);
+    cr_assert(log_has("cannot list resource"), "the API server's reason is logged");
+    kill(pid, SIGTERM);
+    wait_exit(pid, 5000);
+    test_apiserver_stop(&srv);
+    unlink(log_path);
+}
+
 /* The Lease's holder ("<host>_<pid>"), or "" when none. */
 static void lease_holder(struct kube_client *admin, char *out, size_t len)
 {
     cJSON *lease = NULL;
     out[0] = 0;
-    if (kube_get(admin, &KUBE_LEASES, "default", "mpijob-operator", &lease, NULL) == 0) {
+    if (kube_get(admin, &KUBE_LEASES, "mpijob-system", "mpijob-operator", &lease, NULL) == 0) {
         const cJSON *h = cJSON_GetObjectItem(cJSON_GetObjectItem(lease, "spec"), "holderIdentity");
         if (cJSON_IsString(h))
             snprintf(out, len, "%s", h->valuestring);
@@ -304,8 +364,8 @@ Test(operator, two_replicas_one_leader_takeover_and_sigterm, .timeout = 120)
         cr_skip_test("needs the API-server double (request log)");
     }
     struct kube_client *admin = test_kube_client(&srv, NULL);
-    char *const args[] = {binary, "--kubeconfig", srv.kubeconfig, "--namespace", "default", "--lease-duration", "3",
-                          "--renew-deadline", "2", "--retry-period", "1", "--metrics-addr", "127.0.0.1:0",
+    char *const args[] = {binary, "--kubeconfig", srv.operator_kubeconfig, "--namespace", "default",
+                          "--lease-namespace", "mpijob-system", "--lease-duration", "3", "--renew-deadline", "2", "--retry-period", "1", "--metrics-addr", "127.0.0.1:0",
                           "--health-addr", "127.0.0.1:0", NULL};
     pid_t a = spawn(args), b = spawn(args);
     pid_t leader = wait_holder(admin, 0, 10000);

@@ -72,7 +72,7 @@ static int run_prefix(int limit)
     cr_assert_eq(kube_create(admin, &MPIJOB_RESOURCE_V2BETA1, "default", job, NULL, NULL), 0);
     cJSON_Delete(job);
 
-    struct fence f = {.client = client_for(&srv), .limit = limit};
+    struct fence f = {.client = test_operator_client(&srv, NULL), .limit = limit};
     if (limit == 0)
         kube_client_fence_writes(f.client, true);
     kube_client_set_observer(f.client, count_writes, &f);
@@ -86,7 +86,7 @@ static int run_prefix(int limit)
     controller_stop(first);
     int made = atomic_load(&f.writes);
 
-    struct kube_client *fresh = client_for(&srv);
+    struct kube_client *fresh = test_operator_client(&srv, NULL);
     cfg.client = fresh;
     struct controller *second = NULL;
     cr_assert_eq(controller_start(&cfg, &second), 0);

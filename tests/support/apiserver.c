@@ -176,7 +176,7 @@ static int read_pids(const struct test_apiserver *s, int *pids, int max)
     return n;
 }
 
-static int start_with(struct test_apiserver *s, const char *extra_arg)
+static int start_with(struct test_apiserver *s, const char *extra_arg, const char *rbac_file)
 {
     memset(s, 0, sizeof(*s));
     pthread_once(&curl_once, curl_init_once);
@@ -202,7 +202,19 @@ static int start_with(struct test_apiserver *s, const char *extra_arg)
         s->dir[0] = 0;
         return -1;
     }
-    char *const argv[] = {python, script, "--state-dir", s->dir, "--token", s->token, (char *)extra_arg, NULL};
+    /* The operator's own token is held to RBAC: the role the deploy manifest grants, unless
+     * MPIJOB_TEST_RBAC names another file (a role with one rule removed, a namespaced one). */
+    char rbac[512];
+    const char *rbac_env = getenv("MPIJOB_TEST_RBAC");
+    if (rbac_file)
+        snprintf(rbac, sizeof(rbac), "%s/%s", repo_root(), rbac_file);
+    else if (rbac_env && rbac_env[0])
+        snprintf(rbac, sizeof(rbac), "%s", rbac_env);
+    else
+        snprintf(rbac, sizeof(rbac), "%s/%s", repo_root(), TEST_RBAC_DEFAULT);
+    snprintf(s->operator_kubeconfig, sizeof(s->operator_kubeconfig), "%s/operator.kubeconfig", s->dir);
+    char *const argv[] = {python, script, "--state-dir", s->dir, "--token", s->token, "--rbac", rbac,
+                          (char *)extra_arg, NULL};
     static const char exec_failed[] = "test_apiserver: cannot exec python3\n";
 
     pid_t parent = getpid();
@@ -414,6 +426,11 @@ int test_apiserver_request(struct test_apiserver *s, const char *method, const c
     return http(s, method, path, content_type, body, out);
 }
 
-int test_apiserver_start(struct test_apiserver *s) { return start_with(s, NULL); }
+int test_apiserver_start(struct test_apiserver *s) { return start_with(s, NULL, NULL); }
 
-int test_apiserver_start_without_crds(struct test_apiserver *s) { return start_with(s, "--without-crds"); }
+int test_apiserver_start_rbac(struct test_apiserver *s, const char *rbac_file)
+{
+    return start_with(s, NULL, rbac_file);
+}
+
+int test_apiserver_start_without_crds(struct test_apiserver *s) { return start_with(s, "--without-crds", NULL); }

@@ -15,11 +15,18 @@
 
 #include <cjson/cJSON.h>
 
+/* The RBAC objects enforced for the operator's token, relative to the repository root. */
+#define TEST_RBAC_DEFAULT "manifests/rbac/operator.yaml"
+
 struct test_apiserver {
     char dir[256];        /* state directory: ca.crt, kubeconfig, port, pid, info.json, ready */
     char kubeconfig[300]; /* <dir>/kubeconfig: server URL, CA data, token, namespace default */
     char url[64];         /* https://127.0.0.1:<port> */
-    char token[64];       /* bearer token accepted by the server */
+    char token[64];       /* bearer token accepted by the server: an administrator */
+    /* <dir>/operator.kubeconfig: the operator's ServiceAccount token, which the server holds to
+     * the RBAC rules of TEST_RBAC_DEFAULT (or of the file $MPIJOB_TEST_RBAC names): 403 for any
+     * request they do not grant. Tests run the controller with it. */
+    char operator_kubeconfig[300];
     int port;
     int pid;              /* the launcher; its process group holds every server process */
     bool is_double;
@@ -28,6 +35,10 @@ struct test_apiserver {
 /* Starts a server with a fresh temporary state directory and waits up to 60 s for it to be
  * ready. Returns 0, or -1 with a message on stderr (nothing is left running then). */
 int test_apiserver_start(struct test_apiserver *s);
+
+/* The same, with the operator's token held to another RBAC file (relative to the repository
+ * root), e.g. the namespaced variant. */
+int test_apiserver_start_rbac(struct test_apiserver *s, const char *rbac_file);
 
 /* The same, for a cluster where no CRD is installed (no MPIJobs, no PodGroups). */
 int test_apiserver_start_without_crds(struct test_apiserver *s);

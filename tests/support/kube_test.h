@@ -9,4 +9,7 @@
  * opts NULL: what tests want: no client-side rate limit, backoffs of 20 to 200 ms. */
 struct kube_client *test_kube_client(const struct test_apiserver *s, const struct kube_client_options *opts);
 
+/* The same with the operator's ServiceAccount token, held to RBAC (support/apiserver.h). */
+struct kube_client *test_operator_client(const struct test_apiserver *s, const struct kube_client_options *opts);
+
 #endif
