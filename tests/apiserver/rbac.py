@@ -90,14 +90,21 @@ def request_info(method, path, query):
     return info
 
 
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)   # libyaml: the deploy file holds the CRD
+_loaded = {}
+
+
 def _load_docs(paths):
-    docs = []
-    for p in paths:
-        with open(p) as f:
-            for d in yaml.safe_load_all(f):
-                if isinstance(d, dict):
-                    docs.append(d)
-    return docs
+    key = tuple(paths)
+    if key not in _loaded:
+        docs = []
+        for p in paths:
+            with open(p) as f:
+                for d in yaml.load_all(f, Loader=_LOADER):
+                    if isinstance(d, dict):
+                        docs.append(d)
+        _loaded[key] = docs
+    return _loaded[key]
 
 
 def _rule_ok(rule):

@@ -15,8 +15,9 @@
 
 #include <cjson/cJSON.h>
 
-/* The RBAC objects enforced for the operator's token, relative to the repository root. */
-#define TEST_RBAC_DEFAULT "manifests/rbac/operator.yaml"
+/* The RBAC objects enforced for the operator's token, relative to the repository root: the
+ * all-in-one manifest, rendered from the Helm chart. */
+#define TEST_RBAC_DEFAULT "deploy/mpijob-operator.yaml"
 
 struct test_apiserver {
     char dir[256];        /* state directory: ca.crt, kubeconfig, port, pid, info.json, ready */
