@@ -540,8 +540,10 @@ Test(client, qps_limit_spaces_requests)
     uint64_t took = clock_now_ms() - t0;
     struct kube_client_stats stats;
     kube_client_stats(c, &stats);
-    /* 10 requests past the burst at 20/s: about 500 ms of throttling */
-    cr_assert_geq(stats.throttled_ms, 400, "throttled %llu ms", (unsigned long long)stats.throttled_ms);
-    cr_assert_geq(took, 400);
+    /* 10 requests past the burst at 20/s cannot finish in less than 500 ms, however fast or
+     * slow the server is; how much of that is spent waiting on the limiter depends on the
+     * server's own latency (less under load), so only its presence is checked. */
+    cr_assert_geq(took, 450, "12 requests took %llu ms", (unsigned long long)took);
+    cr_assert_gt(stats.throttled_ms, 0, "the limiter made requests wait");
     kube_client_free(c);
 }
