@@ -9,6 +9,12 @@ relies on, shaped after exchanges recorded from kube-apiserver 1.32 (see
                                          [--bookmark-interval 5] [--extra-crd JSON ...]
 
 DIR receives ca.crt, server.crt/key, kubeconfig, port and finally ready. See README.md.
+
+kubectl works against it too: aggregated discovery, /openapi/v3 (whose PATCH operations name
+fieldValidation, so kubectl leaves validation to the server), a minimal /openapi/v2, and
+server-side Tables (Accept ...;as=Table;g=meta.k8s.io) for lists, gets and watches, with the
+printer columns of the built-in kinds and a CRD's additionalPrinterColumns
+(test_kubectl.py).
 """
 
 import argparse
@@ -207,6 +213,7 @@ class Kind:
         self.categories = list(categories)
         self.top = tuple(top)                # field order after kind/apiVersion/metadata
         self.unconditional_update = not crd  # CRs need metadata.resourceVersion on PUT
+        self.printer_columns = {}            # version -> the CRD's additionalPrinterColumns
 
     def schema_for(self, version):
         """The structural schema a write through `version` is admitted with, or None."""
@@ -280,6 +287,7 @@ def kind_from_crd(spec):
                     status=has_status, crd=True, short=names.get("shortNames") or (), schema=schema,
                     categories=names.get("categories") or ())
         install_crd_schemas(kind, spec)
+        kind.printer_columns = printer_columns_of(spec)
         return kind
     versions = spec.get("versions") or [spec.get("version", "v1")]
     return Kind(spec["group"], versions, spec["plural"], spec["kind"],
@@ -1927,6 +1935,532 @@ class Store:
 
 
 # --------------------------------------------------------------------------------------------
+# What kubectl asks for beyond the resource API: content negotiation (aggregated discovery,
+# server-side Tables), OpenAPI v3 documents and the Table rendering of each kind
+# --------------------------------------------------------------------------------------------
+
+TABLE_GVS = ("v1", "v1beta1")                 # meta.k8s.io versions a Table is served in
+DISCOVERY_GVS = ("v2", "v2beta1")             # apidiscovery.k8s.io versions served
+
+
+def parse_accept(header):
+    """The media ranges of an Accept header, in order: [(type, {param: value})]."""
+    out = []
+    for part in (header or "").split(","):
+        pieces = [p.strip() for p in part.split(";")]
+        if not pieces or not pieces[0]:
+            continue
+        params = {}
+        for p in pieces[1:]:
+            k, sep, v = p.partition("=")
+            if sep:
+                params[k.strip().lower()] = v.strip().strip('"')
+        out.append((pieces[0].lower(), params))
+    return out
+
+
+def negotiate(header, group, kinds_as, versions):
+    """The version of `group`'s `kinds_as` (e.g. meta.k8s.io Table) the client asks for before
+    any plain JSON, or None when plain JSON comes first (or is all it accepts)."""
+    for mtype, params in parse_accept(header):
+        if mtype not in ("application/json", "application/*", "*/*"):
+            continue
+        if "as" not in params:
+            return None
+        if params.get("g") == group and params.get("as") == kinds_as and params.get("v") in versions:
+            return params["v"]
+    return None
+
+
+def human_duration(seconds):
+    """apimachinery's duration.HumanDuration, the AGE column format."""
+    s = int(seconds)
+    if s < -1:
+        return "<invalid>"
+    if s < 0:
+        return "0s"
+    if s < 120:
+        return "%ds" % s
+    minutes = s // 60
+    if minutes < 10:
+        return "%dm" % minutes if s % 60 == 0 else "%dm%ds" % (minutes, s % 60)
+    if minutes < 180:
+        return "%dm" % minutes
+    hours = s // 3600
+    if hours < 8:
+        return "%dh" % hours if minutes % 60 == 0 else "%dh%dm" % (hours, minutes % 60)
+    if hours < 48:
+        return "%dh" % hours
+    if hours < 24 * 8:
+        return "%dd" % (hours // 24) if hours % 24 == 0 else "%dd%dh" % (hours // 24, hours % 24)
+    if hours < 24 * 365 * 2:
+        return "%dd" % (hours // 24)
+    if hours < 24 * 365 * 8:
+        dy = (hours // 24) % 365
+        return "%dy" % (hours // 24 // 365) if dy == 0 else "%dy%dd" % (hours // 24 // 365, dy)
+    return "%dy" % (hours // 24 // 365)
+
+
+def parse_time(text):
+    """Seconds since the epoch of an RFC 3339 timestamp, or None."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def age(text, now=None):
+    t = parse_time(text)
+    if t is None:
+        return "<unknown>"
+    return human_duration((now if now is not None else time.time()) - t)
+
+
+def simple_jsonpath(obj, path):
+    """Values of a printer-column JSONPath of the simple kind CRDs use: .a.b, .a[0].b, .a['x.y'],
+    optionally wrapped in {}. Returns a list (empty when nothing is there)."""
+    p = path.strip()
+    if p.startswith("{") and p.endswith("}"):
+        p = p[1:-1].strip()
+    if p.startswith("$"):
+        p = p[1:]
+    steps = re.findall(r"\.([^.\[\]]+)|\[(-?\d+|\*)\]|\['([^']*)'\]|\[\"([^\"]*)\"\]", p)
+    values = [obj]
+    for name, index, quoted, dquoted in steps:
+        out = []
+        key = name or quoted or dquoted
+        for v in values:
+            if key:
+                if key == "*" and isinstance(v, dict):
+                    out.extend(v.values())
+                elif isinstance(v, dict) and key in v:
+                    out.append(v[key])
+            elif index == "*":
+                if isinstance(v, list):
+                    out.extend(v)
+            elif isinstance(v, list):
+                i = int(index)
+                if -len(v) <= i < len(v):
+                    out.append(v[i])
+        values = out
+    return [v for v in values if v is not None]
+
+
+def _col(name, ctype, description, priority=0, fmt=""):
+    return {"name": name, "type": ctype, "format": fmt, "description": description, "priority": priority}
+
+
+NAME_COLUMN = _col("Name", "string", "Name must be unique within a namespace. Is required when creating "
+                   "resources, although some resources may allow a client to request the generation of an "
+                   "appropriate name automatically. Name is primarily intended for creation idempotence and "
+                   "configuration definition. Cannot be updated. More info: "
+                   "https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names", fmt="name")
+AGE_COLUMN = _col("Age", "string", "CreationTimestamp is a timestamp representing the server time when this "
+                  "object was created.")
+
+
+def _meta(obj):
+    m = obj.get("metadata")
+    return m if isinstance(m, dict) else {}
+
+
+def _dict(v):
+    return v if isinstance(v, dict) else {}
+
+
+def _list(v):
+    return v if isinstance(v, list) else []
+
+
+def _pod_row(pod, now):
+    spec, status = _dict(pod.get("spec")), _dict(pod.get("status"))
+    containers = _list(spec.get("containers"))
+    statuses = _list(status.get("containerStatuses"))
+    reason = status.get("reason") or status.get("phase") or ""
+    ready = restarts = 0
+    last_restart = None
+    init_statuses = _list(status.get("initContainerStatuses"))
+    initializing = False
+    for i, cs in enumerate(init_statuses):
+        cs = _dict(cs)
+        restarts += int(cs.get("restartCount") or 0)
+        state = _dict(cs.get("state"))
+        term, wait = _dict(state.get("terminated")), _dict(state.get("waiting"))
+        if state.get("terminated") is not None and term.get("exitCode") == 0:
+            continue
+        if state.get("terminated") is not None:
+            reason = "Init:" + (term.get("reason") or ("Signal:%d" % term["signal"] if term.get("signal")
+                                                         else "ExitCode:%d" % int(term.get("exitCode") or 0)))
+        elif wait.get("reason") and wait.get("reason") != "PodInitializing":
+            reason = "Init:" + wait["reason"]
+        else:
+            reason = "Init:%d/%d" % (i, len(_list(spec.get("initContainers"))))
+        initializing = True
+        break
+    if not initializing:
+        has_running = False
+        for cs in reversed(statuses):
+            cs = _dict(cs)
+            restarts += int(cs.get("restartCount") or 0)
+            finished = parse_time(_dict(_dict(cs.get("lastState")).get("terminated")).get("finishedAt"))
+            if finished is not None and (last_restart is None or finished > last_restart):
+                last_restart = finished
+            state = _dict(cs.get("state"))
+            term, wait = _dict(state.get("terminated")), _dict(state.get("waiting"))
+            if wait.get("reason"):
+                reason = wait["reason"]
+            elif state.get("terminated") is not None and term.get("reason"):
+                reason = term["reason"]
+            elif state.get("terminated") is not None:
+                reason = ("Signal:%d" % term["signal"] if term.get("signal")
+                          else "ExitCode:%d" % int(term.get("exitCode") or 0))
+            elif state.get("running") is not None and cs.get("ready"):
+                has_running = True
+                ready += 1
+        if reason == "Completed" and has_running:
+            conds = _list(status.get("conditions"))
+            is_ready = any(_dict(c).get("type") == "Ready" and _dict(c).get("status") == "True" for c in conds)
+            reason = "Running" if is_ready else "NotReady"
+    if _meta(pod).get("deletionTimestamp"):
+        reason = "Unknown" if status.get("reason") == "NodeLost" else "Terminating"
+    restarts_text = str(restarts)
+    if restarts and last_restart is not None:
+        restarts_text = "%d (%s ago)" % (restarts, human_duration(now - last_restart))
+    gates = _list(spec.get("readinessGates"))
+    if gates:
+        conds = {_dict(c).get("type"): _dict(c).get("status") for c in _list(status.get("conditions"))}
+        gates_text = "%d/%d" % (sum(1 for g in gates if conds.get(_dict(g).get("conditionType")) == "True"),
+                                len(gates))
+    else:
+        gates_text = "<none>"
+    return ["%d/%d" % (ready, len(containers)), reason, restarts_text, age(_meta(pod).get("creationTimestamp"), now),
+            status.get("podIP") or "<none>", spec.get("nodeName") or "<none>",
+            status.get("nominatedNodeName") or "<none>", gates_text]
+
+
+POD_COLUMNS = [
+    _col("Ready", "string", "The aggregate readiness state of this pod for accepting traffic."),
+    _col("Status", "string", "The aggregate status of the containers in this pod."),
+    _col("Restarts", "string", "The number of times the containers in this pod have been restarted and when the "
+         "last container in this pod has restarted."),
+    AGE_COLUMN,
+    _col("IP", "string", "IP address allocated to the pod. Routable at least within the cluster. Empty if not "
+         "yet allocated.", 1),
+    _col("Node", "string", "NodeName is a request to schedule this pod onto a specific node.", 1),
+    _col("Nominated Node", "string", "nominatedNodeName is set only when this pod preempts other pods on the "
+         "node.", 1),
+    _col("Readiness Gates", "string", "If specified, all readiness gates will be evaluated for pod readiness.", 1),
+]
+
+
+def _selector_text(sel):
+    sel = _dict(sel)
+    parts = ["%s=%s" % (k, v) for k, v in sorted(_dict(sel.get("matchLabels")).items())]
+    for e in _list(sel.get("matchExpressions")):
+        e = _dict(e)
+        op, key, vals = e.get("operator"), e.get("key", ""), ",".join(_list(e.get("values")))
+        if op == "In":
+            parts.append("%s in (%s)" % (key, vals))
+        elif op == "NotIn":
+            parts.append("%s notin (%s)" % (key, vals))
+        elif op == "Exists":
+            parts.append(key)
+        elif op == "DoesNotExist":
+            parts.append("!" + key)
+    return ",".join(parts) if parts else "<none>"
+
+
+def _job_row(job, now):
+    spec, status = _dict(job.get("spec")), _dict(job.get("status"))
+    true = {_dict(c).get("type") for c in _list(status.get("conditions")) if _dict(c).get("status") == "True"}
+    if "Complete" in true:
+        state = "Complete"
+    elif "Failed" in true:
+        state = "Failed"
+    elif _meta(job).get("deletionTimestamp"):
+        state = "Terminating"
+    elif "Suspended" in true:
+        state = "Suspended"
+    elif "FailureTarget" in true:
+        state = "FailureTarget"
+    elif "SuccessCriteriaMet" in true:
+        state = "SuccessCriteriaMet"
+    else:
+        state = "Running"
+    succeeded = int(status.get("succeeded") or 0)
+    if spec.get("completions") is not None:
+        completions = "%d/%d" % (succeeded, int(spec["completions"]))
+    else:
+        parallelism = int(spec.get("parallelism") if spec.get("parallelism") is not None else 1)
+        completions = "%d/1 of %d" % (succeeded, parallelism) if parallelism > 1 else "%d/1" % succeeded
+    start, done = parse_time(status.get("startTime")), parse_time(status.get("completionTime"))
+    duration = "" if start is None else human_duration((done if done is not None else now) - start)
+    pod_spec = _dict(_dict(spec.get("template")).get("spec"))
+    containers = [_dict(c) for c in _list(pod_spec.get("containers"))]
+    return [state, completions, duration, age(_meta(job).get("creationTimestamp"), now),
+            ",".join(str(c.get("name", "")) for c in containers), ",".join(str(c.get("image", "")) for c in containers),
+            _selector_text(spec.get("selector"))]
+
+
+JOB_COLUMNS = [
+    _col("Status", "string", "Status of the job."),
+    _col("Completions", "string", "The desired number of successfully finished pods the job should be run "
+         "with."),
+    _col("Duration", "string", "Time required to complete the job."),
+    AGE_COLUMN,
+    _col("Containers", "string", "Names of each container in the template.", 1),
+    _col("Images", "string", "Images referenced by each container in the template.", 1),
+    _col("Selector", "string", "A label query over pods that should match the pod count.", 1),
+]
+
+
+def _event_row(ev, now):
+    obj = _dict(ev.get("involvedObject"))
+    last = ev.get("lastTimestamp") or ev.get("eventTime") or _meta(ev).get("creationTimestamp")
+    kind = str(obj.get("kind") or "").lower()
+    source = _dict(ev.get("source"))
+    src = ev.get("reportingComponent") or source.get("component") or ""
+    if source.get("host"):
+        src += ", " + source["host"]
+    first = ev.get("firstTimestamp") or ev.get("eventTime")
+    return [age(last, now), ev.get("type") or "", ev.get("reason") or "",
+            "%s/%s" % (kind, obj.get("name", "")), obj.get("fieldPath") or "", src,
+            str(ev.get("message") or "").strip(), age(first, now) if first else "<unknown>",
+            int(ev.get("count") or 1), _meta(ev).get("name", "")]
+
+
+EVENT_COLUMNS = [
+    _col("Last Seen", "string", "Time when this Event was last seen"),
+    _col("Type", "string", "Type of this event (Normal, Warning), new types could be added in the future."),
+    _col("Reason", "string", "This should be a short, machine understandable string that gives the reason "
+         "for this event being generated."),
+    _col("Object", "string", "The object this Event is about."),
+    _col("Subobject", "string", "The field path of the object this Event is about.", 1),
+    _col("Source", "string", "The component reporting this event.", 1),
+    _col("Message", "string", "A human-readable description of the status of this operation."),
+    _col("First Seen", "string", "The time at which the event was first recorded.", 1),
+    _col("Count", "integer", "The number of times this event has occurred.", 1),
+    dict(NAME_COLUMN, priority=1),
+]
+
+
+def _service_row(svc, now):
+    spec = _dict(svc.get("spec"))
+    ports = []
+    for p in _list(spec.get("ports")):
+        p = _dict(p)
+        text = "%s/%s" % (p.get("port", ""), p.get("protocol") or "TCP")
+        if p.get("nodePort"):
+            text = "%s:%s/%s" % (p.get("port", ""), p["nodePort"], p.get("protocol") or "TCP")
+        ports.append(text)
+    external = ",".join(_list(spec.get("externalIPs"))) or "<none>"
+    sel = _dict(spec.get("selector"))
+    return [spec.get("type") or "ClusterIP", spec.get("clusterIP") or "<none>", external,
+            ",".join(ports) or "<none>", age(_meta(svc).get("creationTimestamp"), now),
+            ",".join("%s=%s" % kv for kv in sorted(sel.items())) or "<none>"]
+
+
+SERVICE_COLUMNS = [
+    _col("Type", "string", "The type of the service."),
+    _col("Cluster-IP", "string", "The IP address of the service."),
+    _col("External-IP", "string", "The external IP addresses of the service."),
+    _col("Port(s)", "string", "The ports the service listens on."),
+    AGE_COLUMN,
+    _col("Selector", "string", "Route service traffic to pods with label keys and values matching this "
+         "selector.", 1),
+]
+
+# (group, plural) -> (columns after Name, row function(obj, now) -> cells after the name); events
+# have their own layout, the name last
+BUILTIN_TABLES = {
+    ("", "pods"): (POD_COLUMNS, _pod_row),
+    ("batch", "jobs"): (JOB_COLUMNS, _job_row),
+    ("", "services"): (SERVICE_COLUMNS, _service_row),
+    ("", "configmaps"): ([_col("Data", "integer", "Data contains the configuration data."), AGE_COLUMN],
+                         lambda o, now: [len(_dict(o.get("data"))) + len(_dict(o.get("binaryData"))),
+                                         age(_meta(o).get("creationTimestamp"), now)]),
+    ("", "secrets"): ([_col("Type", "string", "The type of the secret"),
+                       _col("Data", "integer", "The number of items in the secret"), AGE_COLUMN],
+                      lambda o, now: [o.get("type") or "", len(_dict(o.get("data"))),
+                                      age(_meta(o).get("creationTimestamp"), now)]),
+    ("", "namespaces"): ([_col("Status", "string", "The status of the namespace"), AGE_COLUMN],
+                         lambda o, now: [_dict(o.get("status")).get("phase") or "",
+                                         age(_meta(o).get("creationTimestamp"), now)]),
+    ("coordination.k8s.io", "leases"): ([_col("Holder", "string", "The holder of the lease"), AGE_COLUMN],
+                                        lambda o, now: [_dict(o.get("spec")).get("holderIdentity") or "",
+                                                        age(_meta(o).get("creationTimestamp"), now)]),
+}
+
+
+def printer_columns_of(crd):
+    """version -> additionalPrinterColumns of a CustomResourceDefinition object."""
+    out = {}
+    for v in _list(_dict(crd.get("spec")).get("versions")):
+        v = _dict(v)
+        if v.get("name") and v.get("additionalPrinterColumns") is not None:
+            out[v["name"]] = [_dict(c) for c in _list(v["additionalPrinterColumns"])]
+    return out
+
+
+def _cr_cell(col, obj, now):
+    values = simple_jsonpath(obj, col.get("jsonPath") or "")
+    if not values:
+        return None
+    v = values[0]
+    t = col.get("type")
+    if t == "date":
+        return age(v, now) if isinstance(v, str) else "<unknown>"
+    if t == "integer":
+        return v if isinstance(v, int) and not isinstance(v, bool) else None
+    if t == "number":
+        return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+    if t == "boolean":
+        return v if isinstance(v, bool) else None
+    if isinstance(v, str):
+        return v
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (dict, list)):
+        return json.dumps(v, separators=(",", ":"))
+    return str(v)
+
+
+def table_layout(kind, version):
+    """(column definitions, row function(obj, now) -> cells) for a kind seen through a version."""
+    def name(o):
+        return _meta(o).get("name", "")
+    if kind.crd:
+        cols = kind.printer_columns.get(version)
+        if cols:
+            defs = [NAME_COLUMN] + [_col(c.get("name", ""), "string" if c.get("type") == "date" else
+                                         c.get("type") or "string", c.get("description") or "",
+                                         int(c.get("priority") or 0),
+                                         "" if c.get("type") == "date" else c.get("format") or "")
+                                    for c in cols]
+            return defs, lambda o, now: [name(o)] + [_cr_cell(c, o, now) for c in cols]
+    if kind.skey == ("", "events"):
+        return EVENT_COLUMNS, _event_row
+    if kind.skey in BUILTIN_TABLES:
+        cols, row = BUILTIN_TABLES[kind.skey]
+        return [NAME_COLUMN] + cols, lambda o, now: [name(o)] + row(o, now)
+    return [NAME_COLUMN, AGE_COLUMN], lambda o, now: [name(o), age(_meta(o).get("creationTimestamp"), now)]
+
+
+def check_include_object(include):
+    if include not in ("None", "Metadata", "Object"):
+        raise err_bad_request('includeObject: Unsupported value: %s: supported values: "Metadata", "None", '
+                              '"Object"' % go_quote(include))
+
+
+def to_table(kind, version, body, include, table_version="v1"):
+    """A meta.k8s.io Table of a list or single-object response; include is None, Metadata or Object."""
+    check_include_object(include)
+    defs, row_of = table_layout(kind, version)
+    now = time.time()
+    is_list = isinstance(body.get("items"), list) and "metadata" in body and body.get("kind", "").endswith("List")
+    objs = body["items"] if is_list else [body]
+    rows = []
+    for o in objs:
+        o = render(kind, o, version)
+        row = {"cells": row_of(o, now)}
+        if include == "Object":
+            row["object"] = dict(o, kind=o.get("kind") or kind.kind)
+        elif include == "Metadata":
+            row["object"] = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                             "metadata": _meta(o)}
+        rows.append(row)
+    meta = dict(body["metadata"]) if is_list else {"resourceVersion": _meta(body).get("resourceVersion", "")}
+    return {"kind": "Table", "apiVersion": "meta.k8s.io/" + table_version, "metadata": meta, "columnDefinitions": defs,
+            "rows": rows}
+
+
+OPENAPI_V2_PB = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
+
+
+def openapi_v2_protobuf():
+    """A minimal OpenAPI v2 document in protobuf (gnostic openapi_v2.Document: swagger = 1,
+    info = 2 {title = 1, version = 2}, paths = 8), which is how kubectl reads /openapi/v2: it names
+    no path, so kubectl validates nothing against it and reports unknown kinds as on a real server."""
+    def field(num, payload):
+        assert len(payload) < 128
+        return bytes([num << 3 | 2, len(payload)]) + payload
+    info = field(1, b"Kubernetes") + field(2, b"v1.32.6")
+    return field(1, b"2.0") + field(2, info) + field(8, b"")
+
+
+def openapi_gv_path(group, version):
+    return "api/" + version if not group else "apis/%s/%s" % (group, version)
+
+
+def _param(name, where, description, ptype="string", required=False):
+    p = {"name": name, "in": where, "description": description, "schema": {"type": ptype, "uniqueItems": True}}
+    if required:
+        p["required"] = True
+    return p
+
+
+def openapi_schema_name(kind, version):
+    """The components/schemas key of a kind: io.k8s.api.core.v1.Pod, org.kubeflow.v2beta1.MPIJob."""
+    if not kind.crd:
+        pkg = {"": "core", "batch": "batch", "coordination.k8s.io": "coordination"}.get(kind.group, kind.group)
+        return "io.k8s.api.%s.%s.%s" % (pkg, version, kind.kind)
+    return "%s.%s.%s" % (".".join(reversed(kind.group.split("."))), version, kind.kind)
+
+
+def openapi_gv_document(kinds, group, version):
+    """An OpenAPI v3 document of one group-version: every path with its operations, tagged with
+    x-kubernetes-group-version-kind, the PATCH ones naming fieldValidation (what kubectl checks
+    before it leaves validation to the server), and each kind's schema."""
+    paths, schemas = {}, {}
+    gv = openapi_gv_path(group, version)
+    for kind in sorted([k for k in kinds if k.group == group and version in k.versions], key=lambda k: k.plural):
+        gvk = {"group": group, "version": version, "kind": kind.kind}
+        ref = {"$ref": "#/components/schemas/" + openapi_schema_name(kind, version)}
+        ok = {"200": {"description": "OK", "content": {"application/json": {"schema": ref}}}}
+        write_params = [
+            _param("dryRun", "query", "When present, indicates that modifications should not be persisted."),
+            _param("fieldManager", "query", "fieldManager is a name associated with the actor or entity that is "
+                   "making these changes."),
+            _param("fieldValidation", "query", "fieldValidation instructs the server on how to handle objects in "
+                   "the request containing unknown or duplicate fields: Ignore, Warn or Strict."),
+        ]
+        patch_types = ["application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml"]
+        body = {"content": {"*/*": {"schema": ref}}, "required": True}
+
+        def op(action, params=(), request=None, tag=kind.kind):
+            o = {"tags": [tag], "description": "%s %s" % (action, kind.kind), "operationId": action + kind.kind,
+                 "responses": ok, "x-kubernetes-action": action, "x-kubernetes-group-version-kind": gvk}
+            if params:
+                o["parameters"] = list(params)
+            if request is not None:
+                o["requestBody"] = request
+            return o
+        base = "/" + gv + ("/namespaces/{namespace}" if kind.namespaced else "") + "/" + kind.plural
+        common = [_param("pretty", "query", "If 'true', then the output is pretty printed.")]
+        if kind.namespaced:
+            common.insert(0, _param("namespace", "path", "object name and auth scope", required=True))
+        named = [_param("name", "path", "name of the %s" % kind.kind, required=True)] + common
+        paths[base] = {"get": op("list"), "post": op("post", write_params, body),
+                       "delete": op("deletecollection"), "parameters": common}
+        patch = op("patch", write_params + [_param("force", "query", "Force is going to \"force\" Apply requests.",
+                                                   "boolean")],
+                   {"content": {t: {"schema": {"type": "object"}} for t in patch_types}, "required": True})
+        paths[base + "/{name}"] = {"get": op("get"), "put": op("put", write_params, body), "patch": patch,
+                                   "delete": op("delete"), "parameters": named}
+        if kind.status:
+            paths[base + "/{name}/status"] = {"get": op("get"), "put": op("put", write_params, body),
+                                              "patch": copy.deepcopy(patch), "parameters": named}
+        schema = copy.deepcopy(kind.schema_for(version)) if kind.crd and kind.schema_for(version) else \
+            {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+        schema["x-kubernetes-group-version-kind"] = [gvk]
+        schemas[openapi_schema_name(kind, version)] = schema
+    return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.32.6"}, "paths": paths,
+            "components": {"schemas": schemas}}
+
+
+# --------------------------------------------------------------------------------------------
 # The API: one instance shared by every connection
 # --------------------------------------------------------------------------------------------
 
@@ -2002,7 +2536,12 @@ class Api:
         """MPIJobs are admitted through the project's own CRD object (None: without a schema), like
         on a real server with that CRD installed."""
         if crd is not None:
-            install_crd_schemas(self.store.by_gvr[("kubeflow.org", "v2beta1", "mpijobs")], crd)
+            kind = self.store.by_gvr[("kubeflow.org", "v2beta1", "mpijobs")]
+            install_crd_schemas(kind, crd)
+            kind.printer_columns = printer_columns_of(crd)
+            names = _dict(_dict(crd.get("spec")).get("names"))
+            kind.short = [str(n) for n in _list(names.get("shortNames"))] or kind.short
+            kind.categories = [str(n) for n in _list(names.get("categories"))] or kind.categories
 
     # ------------------------------------------------------------------ object pipeline pieces
     def _check_body_kind(self, kind, version, body, for_apply=False):
@@ -2921,7 +3460,61 @@ class Api:
             vs = self.store.groups().get(segs[1])
             if vs and segs[2] in vs:
                 return self._resource_list(segs[1], segs[2])
+        if segs[:2] == ["openapi", "v3"]:
+            return self.openapi_v3(segs[2:])
+        if segs == ["openapi", "v2"]:
+            return {"swagger": "2.0", "info": {"title": "Kubernetes", "version": "v1.32.6"}, "paths": {}}
         return None
+
+    def openapi_v3(self, rest):
+        """/openapi/v3 (the index of group-versions) and /openapi/v3/<gv path> (one document)."""
+        with self.store.lock:
+            kinds = list(self.store.kinds)
+        gvs = [("", "v1")] + [(g, v) for g, vs in self.store.groups().items() for v in vs]
+        if not rest:
+            index = {}
+            for g, v in gvs:
+                doc = json.dumps(openapi_gv_document(kinds, g, v), sort_keys=True).encode()
+                digest = hashlib.sha512(doc).hexdigest()[:128].upper()
+                index[openapi_gv_path(g, v)] = {"serverRelativeURL": "/openapi/v3/%s?hash=%s" % (
+                    openapi_gv_path(g, v), digest)}
+            return {"paths": index}
+        for g, v in gvs:
+            if "/".join(rest) == openapi_gv_path(g, v):
+                return openapi_gv_document(kinds, g, v)
+        return None
+
+    def aggregated_discovery(self, root, version):
+        """The apidiscovery.k8s.io APIGroupDiscoveryList of /api (root "api") or /apis."""
+        with self.store.lock:
+            kinds = list(self.store.kinds)
+        groups = [("", ["v1"])] if root == "api" else list(self.store.groups().items())
+        items = []
+        for g, vs in groups:
+            versions = []
+            for v in vs:
+                resources = []
+                for k in sorted([k for k in kinds if k.group == g and v in k.versions], key=lambda k: k.plural):
+                    gvk = {"group": g, "version": v, "kind": k.kind}
+                    r = {"resource": k.plural, "responseKind": gvk,
+                         "scope": "Namespaced" if k.namespaced else "Cluster", "singularResource": k.singular,
+                         "verbs": (["delete", "deletecollection", "get", "list", "patch", "create", "update",
+                                    "watch"] if k.crd else
+                                   ["create", "delete", "deletecollection", "get", "list", "patch", "update",
+                                    "watch"])}
+                    if k.short:
+                        r["shortNames"] = list(k.short)
+                    if k.categories:
+                        r["categories"] = list(k.categories)
+                    if k.status:
+                        r["subresources"] = [{"subresource": "status", "responseKind": gvk,
+                                              "verbs": ["get", "patch", "update"]}]
+                    resources.append(r)
+                versions.append({"version": v, "resources": resources, "freshness": "Current"})
+            meta = {"name": g, "creationTimestamp": None} if g else {"creationTimestamp": None}
+            items.append({"metadata": meta, "versions": versions})
+        return {"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/" + version,
+                "metadata": {}, "items": items}
 
     def _group(self, g, vs):
         return {"name": g, "versions": [{"groupVersion": "%s/%s" % (g, v), "version": v} for v in vs],
@@ -3054,14 +3647,14 @@ class Handler(BaseHTTPRequestHandler):
         ua = self.headers.get("User-Agent", "") if self.headers else ""
         return ua.startswith("curl") or ua.startswith("Wget")
 
-    def _send_json(self, code, body, headers=None, req=None):
+    def _send_json(self, code, body, headers=None, req=None, content_type="application/json"):
         if self._pretty(req):
             data = (json.dumps(body, indent=2, ensure_ascii=False) + "\n").encode()
         else:
             data = (json.dumps(body, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
         self.send_response(code)
         self.send_header("Cache-Control", "no-cache, private")
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         for k, v in (headers or {}).items():
             for item in (v if isinstance(v, list) else [v]):
@@ -3396,6 +3989,16 @@ class Handler(BaseHTTPRequestHandler):
                 api.add_log(entry)
                 self._send_text(200, "ok")
                 return
+            if segs == ["openapi", "v2"] and any(t == OPENAPI_V2_PB for t, _ in parse_accept(
+                    self.headers.get("Accept"))):
+                entry["code"] = 200
+                api.add_log(entry)
+                data = openapi_v2_protobuf()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/com.github.proto-openapi.spec.v2.v1.0+protobuf")
+                self.send_header("Content-Length", str(len(data)))
+                self._end_with(data)
+                return
             body = api.discovery(segs)
             if body is None:
                 raise err_not_found_generic()
@@ -3405,6 +4008,14 @@ class Handler(BaseHTTPRequestHandler):
             return
         if isinstance(routed, ApiError):
             disc = api.discovery(segs) if req.method == "GET" else None
+            agg = negotiate(self.headers.get("Accept"), "apidiscovery.k8s.io", "APIGroupDiscoveryList",
+                            DISCOVERY_GVS) if segs in (["api"], ["apis"]) else None
+            if disc is not None and agg:
+                entry["code"] = 200
+                api.add_log(entry)
+                self._send_json(200, api.aggregated_discovery(segs[0], agg), {"Vary": "Accept"}, req,
+                                "application/json;g=apidiscovery.k8s.io;v=%s;as=APIGroupDiscoveryList" % agg)
+                return
             if disc is not None:
                 entry["code"] = 200
                 api.add_log(entry)
@@ -3419,7 +4030,15 @@ class Handler(BaseHTTPRequestHandler):
                 raise err_method_not_allowed()
             self._serve_watch(req, entry)
             return
+        table = negotiate(self.headers.get("Accept"), "meta.k8s.io", "Table", TABLE_GVS) \
+            if req.method == "GET" else None
         code, body, headers = api.handle(req)
+        if table and code == 200 and isinstance(body, dict):
+            body = to_table(req.kind, req.version, body, req.q("includeObject") or "Metadata", table)
+            entry["code"] = code
+            api.add_log(entry)
+            self._send_json(code, body, headers, req, "application/json;as=Table;v=%s;g=meta.k8s.io" % table)
+            return
         entry["code"] = code
         api.add_log(entry)
         self._send_json(code, body, headers, req)
@@ -3442,14 +4061,20 @@ class Handler(BaseHTTPRequestHandler):
                                       go_quote(req.q("timeoutSeconds")))
             if timeout <= 0:
                 timeout = None          # like the real server: 0 means its own (long) default
+        table = negotiate(self.headers.get("Accept"), "meta.k8s.io", "Table", TABLE_GVS)
+        include = req.q("includeObject") or "Metadata"
+        if table:
+            check_include_object(include)
         w, expired = api.open_watch(req)
         entry["code"] = 200
         api.add_log(entry)
         w.conn = self.conn
+        w.table = (table, include) if table else None
         try:
             self.send_response(200)
             self.send_header("Cache-Control", "no-cache, private")
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", "application/json" if not table else
+                             "application/json;as=Table;v=%s;g=meta.k8s.io" % table)
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
             if expired:
@@ -3495,7 +4120,14 @@ class Handler(BaseHTTPRequestHandler):
                 self._abort()
                 return
             for i, (etype, obj) in enumerate(items):
-                line = (json.dumps({"type": etype, "object": render(kind, obj, req.version)},
+                shown = render(kind, obj, req.version)
+                if getattr(w, "table", None):
+                    # a one-row Table per event; the column definitions come with the first only
+                    shown = to_table(kind, req.version, shown, w.table[1], w.table[0])
+                    if getattr(w, "table_headers_sent", False):
+                        shown["columnDefinitions"] = []
+                    w.table_headers_sent = True
+                line = (json.dumps({"type": etype, "object": shown},
                                    separators=(",", ":"), ensure_ascii=False) + "\n").encode()
                 if mid or w.drop_mid_event:
                     self._write_chunk(line[:max(1, len(line) // 2)])
