@@ -1,0 +1,1143 @@
+"""The simulated kubelet: runs the containers of pods bound to one node as processes on this
+machine (standard library + PyYAML through kube.py; needs root, iproute2 and util-linux).
+
+    k = Kubelet(kube, "cluster.local", state_dir)   # node "sim-node", pods in 10.244.0.0/16
+    k.run(stop_event)                                # blocks until stop_event is set
+    k.cleanup()                                      # idempotent; run() also calls it
+
+Per pod (spec.nodeName == node name, no deletionTimestamp, not yet finished):
+  - a network namespace with its own address on a bridge the kubelet creates (netns.py), and
+    /etc/netns/<ns>/hosts naming every running pod of the node as
+    <hostname>.<subdomain>.<namespace>.svc.<domain> (and without the domain; <hostname>.<subdomain>
+    and <hostname> for pods of the same namespace), rewritten as pods come and go;
+  - ConfigMap, Secret (items, defaultMode, mode, optional; fsGroup adds group read), emptyDir,
+    hostPath and downwardAPI volumes, written under <state_dir>/pods/<uid>/volumes and bound at
+    their mount paths (subPath, readOnly) in the container's private mount namespace; ConfigMaps
+    and Secrets are refreshed while the pod runs;
+  - each container: podinit.py as PID 1 of its own PID, mount and UTS namespaces inside the pod's
+    network namespace (private /run with /run/sshd, /tmp and /dev/shm; host name set), running
+    command + args (the image is ignored) with env and envFrom (value with $(VAR) expansion,
+    fieldRef, configMapKeyRef, secretKeyRef), workingDir, runAsUser/runAsGroup; output appended to
+    <state_dir>/logs/<namespace>_<pod>_<container>.log; init containers first, in order;
+  - status through /status: Pending (ContainerCreating) -> Running (podIP, hostIP, startTime,
+    running container states, readiness from readinessProbe tcpSocket/exec/httpGet or at once
+    without one; conditions PodReadyToStartContainers, Initialized, ContainersReady, Ready,
+    PodScheduled) -> Succeeded / Failed once no container will run again (terminated exitCode,
+    reason Completed or Error; 128+N for signal N), restartPolicy Always/OnFailure restarting with
+    a short back-off (0.5 s doubling up to 5 s; probes run every min(periodSeconds, 1) s);
+  - deletion (deletionTimestamp, or the pod gone): SIGTERM to each container's main process,
+    SIGKILL after the grace period (capped at 5 s), namespace removed, then the pod is deleted with
+    gracePeriodSeconds=0 if it still exists.
+
+Test hooks (also for other processes): kill_pod(ns, name) SIGKILLs every container of the pod,
+which then ends as a SIGKILL ends a real container (exitCode 137, reason Error; phase Failed under
+restartPolicy Never, otherwise restarted); evict_pod(ns, name, message) kills it and marks it
+Failed with reason Evicted and a DisruptionTarget condition, without restarts. From another
+process, use request(state_dir, "kill"|"evict", ns, name[, message]): it drops a JSON file into
+<state_dir>/control/ and waits for the kubelet's answer file (<id>.done).
+
+Everything is named after a prefix derived from the state directory (or given): a later Kubelet
+on the same state directory, or sweep(prefix), removes what a crashed run left behind.
+"""
+
+import base64
+import hashlib
+import ipaddress
+import json
+import logging
+import os
+import pwd
+import queue
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+
+import netns
+from kube import KubeError
+
+log = logging.getLogger("kubelet")
+
+NODE_NAME = "sim-node"
+DEFAULT_POD_CIDR = "10.244.0.0/16"
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+GRACE_CAP = 5.0
+BACKOFF_START = 0.5
+BACKOFF_CAP = 5.0
+PROBE_PERIOD_CAP = 1.0
+VOLUME_REFRESH = 1.0
+TICK = 0.1
+PODINIT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "podinit.py")
+# Mount points under these exist only inside the container (podinit makes them).
+PRIVATE_ROOTS = ("/tmp", "/run", "/var/run", "/dev/shm", "/proc", "/sys", "/dev")
+
+
+def now_rfc3339():
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def prefix_for(state_dir):
+    """The name prefix a Kubelet on state_dir uses: 'k' and 5 hex digits of its path's hash."""
+    return "k" + hashlib.sha1(os.path.abspath(state_dir).encode()).hexdigest()[:5]
+
+
+def request(state_dir, action, namespace, name, message=None, timeout=15.0):
+    """Asks the Kubelet running on state_dir (in any process) to kill or evict a pod; returns its
+    answer {"ok": bool, "error": str}. Raises TimeoutError when no answer comes."""
+    if action not in ("kill", "evict"):
+        raise ValueError("action %r: want kill or evict" % action)
+    d = os.path.join(state_dir, "control")
+    os.makedirs(d, exist_ok=True)
+    rid = uuid.uuid4().hex
+    tmp = os.path.join(d, rid + ".tmp")
+    with open(tmp, "w") as f:
+        json.dump({"action": action, "namespace": namespace, "name": name, "message": message}, f)
+    os.rename(tmp, os.path.join(d, rid + ".json"))
+    done = os.path.join(d, rid + ".done")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if os.path.exists(done):
+            with open(done) as f:
+                ans = json.load(f)
+            os.unlink(done)
+            return ans
+        time.sleep(0.05)
+    raise TimeoutError("no kubelet answered %s %s/%s in %s" % (action, namespace, name, state_dir))
+
+
+def _expand(text, env):
+    """Kubernetes' $(VAR) expansion: defined names are replaced, $$ is a $, the rest stays."""
+    if not isinstance(text, str) or "$" not in text:
+        return text
+    out, i, n = [], 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch == "$" and i + 1 < n:
+            nxt = text[i + 1]
+            if nxt == "$":
+                out.append("$")
+                i += 2
+                continue
+            if nxt == "(":
+                end = text.find(")", i + 2)
+                if end > 0:
+                    name = text[i + 2:end]
+                    if name in env:
+                        out.append(env[name])
+                    else:
+                        out.append(text[i:end + 1])
+                    i = end + 1
+                    continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+def _field(pod, path):
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    simple = {
+        "metadata.name": meta.get("name"),
+        "metadata.namespace": meta.get("namespace"),
+        "metadata.uid": meta.get("uid"),
+        "spec.nodeName": spec.get("nodeName"),
+        "spec.serviceAccountName": spec.get("serviceAccountName") or "default",
+        "status.podIP": status.get("podIP"),
+        "status.hostIP": status.get("hostIP"),
+        "status.podIPs": ",".join(p.get("ip", "") for p in status.get("podIPs") or []),
+        "status.hostIPs": ",".join(p.get("ip", "") for p in status.get("hostIPs") or []),
+    }
+    if path in simple:
+        return simple[path] or ""
+    for key, src in (("metadata.labels", meta.get("labels")), ("metadata.annotations", meta.get("annotations"))):
+        if path.startswith(key + "['") and path.endswith("']"):
+            return (src or {}).get(path[len(key) + 2:-2], "")
+    raise ValueError("fieldRef %s is not supported" % path)
+
+
+class _Missing(Exception):
+    """A ConfigMap or Secret the pod needs does not exist (yet)."""
+
+
+class Container:
+    def __init__(self, spec, init=False):
+        self.spec = spec
+        self.name = spec.get("name", "")
+        self.init = init
+        self.proc = None
+        self.logf = None
+        self.state = "waiting"
+        self.waiting_reason = "ContainerCreating"
+        self.started_at = None
+        self.finished_at = None
+        self.exit_code = None
+        self.reason = None
+        self.restart_count = 0
+        self.last_terminated = None
+        self.ready = False
+        self.next_start = 0.0
+        self.backoff = BACKOFF_START
+        self.probe_next = 0.0
+        self.probe_ok = 0
+        self.probe_fail = 0
+        self.done = False      # will not run again
+
+    def terminated_state(self):
+        return {"exitCode": self.exit_code, "reason": self.reason, "startedAt": self.started_at,
+                "finishedAt": self.finished_at, "containerID": self.container_id()}
+
+    def container_id(self):
+        return "sim://%s-%d" % (self.name, self.restart_count)
+
+    def status(self):
+        st = {"name": self.name, "image": self.spec.get("image", ""), "imageID": "",
+              "containerID": self.container_id(), "ready": self.ready,
+              "restartCount": self.restart_count, "started": self.state == "running",
+              "lastState": {"terminated": self.last_terminated} if self.last_terminated else {}}
+        if self.state == "running":
+            st["state"] = {"running": {"startedAt": self.started_at}}
+        elif self.state == "terminated":
+            st["state"] = {"terminated": self.terminated_state()}
+        else:
+            st["state"] = {"waiting": {"reason": self.waiting_reason}}
+            if self.restart_count == 0 and self.waiting_reason != "CrashLoopBackOff":
+                st["containerID"] = ""
+        return st
+
+
+class PodRunner:
+    """Runs one pod in its own thread; only that thread touches the pod's processes."""
+
+    def __init__(self, kubelet, pod):
+        self.k = kubelet
+        self.pod = pod
+        meta = pod["metadata"]
+        self.ns = meta["namespace"]
+        self.name = meta["name"]
+        self.uid = meta["uid"]
+        self.path = "/api/v1/namespaces/%s/pods/%s" % (self.ns, self.name)
+        spec = pod.get("spec") or {}
+        self.spec = spec
+        self.policy = spec.get("restartPolicy") or "Always"
+        self.hostname = spec.get("hostname") or self.name[:63]
+        self.subdomain = spec.get("subdomain") or ""
+        self.dir = os.path.join(kubelet.state_dir, "pods", self.uid)
+        self.init_containers = [Container(c, init=True) for c in spec.get("initContainers") or []]
+        self.containers = [Container(c) for c in spec.get("containers") or []]
+        self.net = None
+        self.start_time = None
+        self.phase = "Pending"
+        self.reason = None
+        self.message = None
+        self.conditions = {}
+        self.last_status = None
+        self.delete_req = None        # (grace seconds, api_gone)
+        self.kill_req = False
+        self.evict_req = None
+        self.finished = threading.Event()
+        self.volume_sources = {}      # volume name -> host path
+        self.next_refresh = 0.0
+        self.lock = threading.Lock()
+        self.thread = threading.Thread(target=self._run, name="pod-%s/%s" % (self.ns, self.name), daemon=True)
+
+    # ---------------------------------------------------------------- requests (any thread)
+    def request_delete(self, grace, api_gone):
+        with self.lock:
+            if self.delete_req is None or api_gone:
+                g = grace if self.delete_req is None else min(grace, self.delete_req[0])
+                self.delete_req = (g, api_gone or (self.delete_req or (0, False))[1])
+
+    def request_kill(self):
+        self.kill_req = True
+
+    def request_evict(self, message):
+        self.evict_req = message or "The node was low on resource: memory. (simulated eviction)"
+
+    def update(self, pod):
+        self.pod = pod
+
+    # ---------------------------------------------------------------- status
+    def _cond(self, ctype, ok, reason=None):
+        status = "True" if ok else "False"
+        old = self.conditions.get(ctype)
+        if old and old["status"] == status and old.get("reason") == reason:
+            return
+        c = {"type": ctype, "status": status, "lastProbeTime": None,
+             "lastTransitionTime": now_rfc3339()}
+        if reason:
+            c["reason"] = reason
+        self.conditions[ctype] = c
+
+    def _status(self):
+        initialized = all(c.done and c.exit_code == 0 for c in self.init_containers)
+        ready = initialized and bool(self.containers) and all(c.ready for c in self.containers) \
+            and self.phase == "Running"
+        self._cond("PodReadyToStartContainers", self.net is not None and self.phase in ("Pending", "Running"))
+        self._cond("Initialized", initialized, None if initialized else "ContainersNotInitialized")
+        self._cond("Ready", ready, None if ready else ("PodCompleted" if self.phase in ("Succeeded", "Failed")
+                                                       else "ContainersNotReady"))
+        self._cond("ContainersReady", ready, None if ready else ("PodCompleted" if self.phase in ("Succeeded", "Failed")
+                                                                 else "ContainersNotReady"))
+        self._cond("PodScheduled", True)
+        order = ["DisruptionTarget", "PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady",
+                 "PodScheduled"]
+        st = {"phase": self.phase,
+              "conditions": [self.conditions[t] for t in order if t in self.conditions],
+              "hostIP": self.k.host_ip, "hostIPs": [{"ip": self.k.host_ip}],
+              "containerStatuses": [c.status() for c in self.containers],
+              "qosClass": self._qos()}
+        if self.init_containers:
+            st["initContainerStatuses"] = [c.status() for c in self.init_containers]
+        if self.net is not None or self.pod_ip:
+            st["podIP"] = self.pod_ip
+            st["podIPs"] = [{"ip": self.pod_ip}]
+        if self.start_time:
+            st["startTime"] = self.start_time
+        if self.reason:
+            st["reason"] = self.reason
+        if self.message:
+            st["message"] = self.message
+        return st
+
+    pod_ip = None
+
+    def _qos(self):
+        res = [c.get("resources") or {} for c in (self.spec.get("containers") or [])]
+        if not any(r.get("limits") or r.get("requests") for r in res):
+            return "BestEffort"
+        if all(r.get("limits", {}).get("cpu") and r.get("limits", {}).get("memory")
+               and (r.get("requests") or r.get("limits")) == r.get("limits") for r in res):
+            return "Guaranteed"
+        return "Burstable"
+
+    def _publish(self):
+        st = self._status()
+        if st == self.last_status:
+            return
+        try:
+            self.k.kube.patch_status(self.path, {"status": st})
+            self.last_status = st
+        except KubeError as e:
+            if e.code == 404:
+                self.last_status = st
+                return
+            log.warning("%s/%s: status: %s", self.ns, self.name, e)
+        except OSError as e:
+            log.warning("%s/%s: status: %s", self.ns, self.name, e)
+
+    # ---------------------------------------------------------------- volumes
+    def _fetch(self, kind, name, optional):
+        obj = self.k.kube.get("/api/v1/namespaces/%s/%s/%s" % (self.ns, kind, name))
+        if obj is None and not optional:
+            raise _Missing("%s %s/%s not found" % (kind[:-1], self.ns, name))
+        return obj
+
+    @staticmethod
+    def _data(obj, secret):
+        out = {}
+        if obj is None:
+            return out
+        for k, v in (obj.get("data") or {}).items():
+            out[k] = base64.b64decode(v) if secret else str(v).encode()
+        if not secret:
+            for k, v in (obj.get("binaryData") or {}).items():
+                out[k] = base64.b64decode(v)
+        return out
+
+    def _projection(self, vol):
+        """[(relative path, bytes, mode)] for a configMap, secret or downwardAPI volume."""
+        files = []
+        fs_group = (self.spec.get("securityContext") or {}).get("fsGroup")
+
+        def add_source(data, items, default_mode, what):
+            if items:
+                for it in items:
+                    if it.get("key") not in data:
+                        if what[1]:
+                            continue
+                        raise _Missing("%s has no key %s" % (what[0], it.get("key")))
+                    files.append((it.get("path") or it["key"], data[it["key"]], it.get("mode", default_mode)))
+            else:
+                for key, val in data.items():
+                    files.append((key, val, default_mode))
+
+        def add_downward(items, default_mode):
+            for it in items or []:
+                if "fieldRef" in it:
+                    val = _field(self.pod, it["fieldRef"]["fieldPath"])
+                else:
+                    raise ValueError("downwardAPI item %s: only fieldRef is supported" % it.get("path"))
+                files.append((it["path"], str(val).encode(), it.get("mode", default_mode)))
+
+        if "configMap" in vol or "secret" in vol:
+            secret = "secret" in vol
+            src = vol["secret" if secret else "configMap"]
+            name = src.get("secretName" if secret else "name")
+            optional = bool(src.get("optional"))
+            obj = self._fetch("secrets" if secret else "configmaps", name, optional)
+            add_source(self._data(obj, secret), src.get("items"), src.get("defaultMode", 0o644),
+                       ("%s %s" % ("secret" if secret else "configmap", name), optional))
+        elif "downwardAPI" in vol:
+            add_downward(vol["downwardAPI"].get("items"), vol["downwardAPI"].get("defaultMode", 0o644))
+        elif "projected" in vol:
+            dm = vol["projected"].get("defaultMode", 0o644)
+            for s in vol["projected"].get("sources") or []:
+                if "configMap" in s or "secret" in s:
+                    secret = "secret" in s
+                    src = s["secret" if secret else "configMap"]
+                    optional = bool(src.get("optional"))
+                    obj = self._fetch("secrets" if secret else "configmaps", src.get("name"), optional)
+                    add_source(self._data(obj, secret), src.get("items"), dm,
+                               ("%s %s" % ("secret" if secret else "configmap", src.get("name")), optional))
+                elif "downwardAPI" in s:
+                    add_downward(s["downwardAPI"].get("items"), dm)
+                else:
+                    log.warning("%s/%s: projected source %s is not simulated", self.ns, self.name, list(s))
+        if fs_group is not None:
+            files = [(p, d, m | 0o440) for p, d, m in files]
+        return files, fs_group
+
+    def _write_projection(self, vol, files, fs_group):
+        d = os.path.join(self.dir, "volumes", vol["name"])
+        os.makedirs(d, exist_ok=True)
+        os.chmod(d, 0o755)
+        wanted = set()
+        for rel, data, mode in files:
+            rel = os.path.normpath(rel)
+            if rel.startswith("..") or os.path.isabs(rel):
+                raise ValueError("volume %s: item path %s leaves the volume" % (vol["name"], rel))
+            wanted.add(rel)
+            path = os.path.join(d, rel)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            try:
+                with open(path, "rb") as f:
+                    same = f.read() == data
+                st = os.stat(path)
+                if same and (st.st_mode & 0o7777) == mode and (fs_group is None or st.st_gid == fs_group):
+                    continue
+            except OSError:
+                pass
+            tmp = path + ".sim-tmp"
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.chmod(tmp, mode)
+            if fs_group is not None:
+                os.chown(tmp, -1, fs_group)
+            os.rename(tmp, path)
+        for root, _dirs, names in os.walk(d):
+            for n in names:
+                rel = os.path.relpath(os.path.join(root, n), d)
+                if rel not in wanted:
+                    os.unlink(os.path.join(root, n))
+        return d
+
+    def _prepare_volumes(self, refresh=False):
+        fs_group = (self.spec.get("securityContext") or {}).get("fsGroup")
+        for vol in self.spec.get("volumes") or []:
+            name = vol.get("name")
+            if any(k in vol for k in ("configMap", "secret", "downwardAPI", "projected")):
+                files, fsg = self._projection(vol)
+                self.volume_sources[name] = self._write_projection(vol, files, fsg)
+            elif refresh:
+                continue
+            elif "emptyDir" in vol:
+                d = os.path.join(self.dir, "volumes", name)
+                os.makedirs(d, exist_ok=True)
+                os.chmod(d, 0o777 if fs_group is None else 0o2775)
+                if fs_group is not None:
+                    os.chown(d, -1, fs_group)
+                self.volume_sources[name] = d
+            elif "hostPath" in vol:
+                hp = vol["hostPath"]
+                p, t = hp.get("path"), hp.get("type") or ""
+                if t in ("", "DirectoryOrCreate") and not os.path.exists(p):
+                    os.makedirs(p, mode=0o755, exist_ok=True)
+                elif t == "FileOrCreate" and not os.path.exists(p):
+                    os.makedirs(os.path.dirname(p), exist_ok=True)
+                    open(p, "a").close()
+                elif not os.path.exists(p):
+                    raise _Missing("hostPath %s (type %s) does not exist" % (p, t))
+                self.volume_sources[name] = p
+            else:
+                raise ValueError("volume %s: only configMap, secret, emptyDir, hostPath, downwardAPI and "
+                                 "projected volumes are simulated" % name)
+
+    def _mounts(self, c):
+        out = []
+        for m in c.spec.get("volumeMounts") or []:
+            src = self.volume_sources.get(m.get("name"))
+            if src is None:
+                raise ValueError("container %s mounts unknown volume %s" % (c.name, m.get("name")))
+            if m.get("subPath"):
+                src = os.path.join(src, m["subPath"])
+                if not os.path.exists(src):
+                    os.makedirs(src, exist_ok=True)
+            target = os.path.normpath(m["mountPath"])
+            is_dir = os.path.isdir(src)
+            self.k.make_mount_point(target, is_dir)
+            vol = next((v for v in self.spec.get("volumes") or [] if v.get("name") == m.get("name")), {})
+            ro = bool(m.get("readOnly")) or any(k in vol for k in ("configMap", "secret", "downwardAPI", "projected"))
+            out.append({"source": src, "target": target, "readOnly": ro})
+        return out
+
+    # ---------------------------------------------------------------- environment
+    def _env(self, c):
+        sc = dict(self.spec.get("securityContext") or {})
+        sc.update({k: v for k, v in (c.spec.get("securityContext") or {}).items() if v is not None})
+        uid = sc.get("runAsUser")
+        home = "/root"
+        if uid is not None and uid != 0:
+            try:
+                home = pwd.getpwuid(uid).pw_dir
+            except KeyError:
+                home = "/"
+        env = {"PATH": DEFAULT_PATH, "HOSTNAME": self.hostname, "HOME": home}
+        for src in c.spec.get("envFrom") or []:
+            prefix = src.get("prefix", "")
+            if "configMapRef" in src:
+                ref = src["configMapRef"]
+                data = self._data(self._fetch("configmaps", ref.get("name"), bool(ref.get("optional"))), False)
+            elif "secretRef" in src:
+                ref = src["secretRef"]
+                data = self._data(self._fetch("secrets", ref.get("name"), bool(ref.get("optional"))), True)
+            else:
+                continue
+            for k, v in data.items():
+                env[prefix + k] = v.decode(errors="replace")
+        for e in c.spec.get("env") or []:
+            name = e.get("name")
+            if "valueFrom" not in e:
+                env[name] = _expand(e.get("value", ""), env)
+                continue
+            vf = e["valueFrom"]
+            if "fieldRef" in vf:
+                env[name] = str(_field(self.pod, vf["fieldRef"].get("fieldPath", "")))
+            elif "configMapKeyRef" in vf or "secretKeyRef" in vf:
+                secret = "secretKeyRef" in vf
+                ref = vf["secretKeyRef" if secret else "configMapKeyRef"]
+                data = self._data(self._fetch("secrets" if secret else "configmaps", ref.get("name"),
+                                              bool(ref.get("optional"))), secret)
+                if ref.get("key") in data:
+                    env[name] = data[ref["key"]].decode(errors="replace")
+                elif not ref.get("optional"):
+                    raise _Missing("key %s of %s not found" % (ref.get("key"), ref.get("name")))
+            elif "resourceFieldRef" in vf:
+                r = vf["resourceFieldRef"].get("resource", "")
+                kind, _, res = r.partition(".")
+                val = ((c.spec.get("resources") or {}).get(kind) or {}).get(res)
+                env[name] = str(val if val is not None else (os.cpu_count() if res == "cpu" else 0))
+        argv = [_expand(a, env) for a in (c.spec.get("command") or [])] + \
+               [_expand(a, env) for a in (c.spec.get("args") or [])]
+        groups = list(sc.get("supplementalGroups") or [])
+        if sc.get("fsGroup") is not None:
+            groups.append(sc["fsGroup"])
+        gid = sc.get("runAsGroup")
+        if gid is None and uid is not None:
+            try:
+                gid = pwd.getpwuid(uid).pw_gid
+            except KeyError:
+                gid = uid
+        return {"hostname": self.hostname, "argv": argv, "env": env,
+                "workingDir": c.spec.get("workingDir"), "uid": uid,
+                "gid": gid, "groups": groups if gid is not None else None}
+
+    # ---------------------------------------------------------------- processes
+    def _start(self, c):
+        spec = self._env(c)
+        spec["mounts"] = self._mounts(c)
+        os.makedirs(self.dir, exist_ok=True)
+        spec_path = os.path.join(self.dir, "%s%s.json" % ("init-" if c.init else "", c.name))
+        with open(spec_path, "w") as f:
+            json.dump(spec, f)
+        logp = self.k.log_path(self.ns, self.name, c.name)
+        logf = open(logp, "ab")
+        cmd = ["ip", "netns", "exec", self.net.ns,
+               "unshare", "--fork", "--pid", "--mount-proc", "--mount", "--uts", "--propagation", "private",
+               "--kill-child=SIGKILL", "--", sys.executable, PODINIT, spec_path]
+        try:
+            c.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
+                                      start_new_session=True, env={"PATH": DEFAULT_PATH, "LANG": "C.UTF-8"})
+        finally:
+            logf.close()
+        c.state = "running"
+        c.started_at = now_rfc3339()
+        c.ready = False
+        c.probe_ok = c.probe_fail = 0
+        probe = c.spec.get("readinessProbe")
+        c.probe_next = time.monotonic() + (probe.get("initialDelaySeconds", 0) if probe else 0)
+        if not probe and not c.init:
+            c.ready = True
+
+    def _main_pid(self, c):
+        """The host pid of the container's PID 1 (podinit), or None."""
+        if c.proc is None:
+            return None
+        try:
+            with open("/proc/%d/task/%d/children" % (c.proc.pid, c.proc.pid)) as f:
+                kids = f.read().split()
+            return int(kids[0]) if kids else None
+        except OSError:
+            return None
+
+    def _signal(self, c, sig):
+        if c.proc is None or c.proc.poll() is not None:
+            return
+        pid = c.proc.pid if sig == signal.SIGKILL else self._main_pid(c)
+        try:
+            os.kill(pid if pid else c.proc.pid, signal.SIGKILL if pid is None else sig)
+        except ProcessLookupError:
+            pass
+
+    def _reap(self, c):
+        """Records the exit of a running container; True if it ended."""
+        if c.state != "running" or c.proc is None:
+            return False
+        rc = c.proc.poll()
+        if rc is None:
+            return False
+        code = rc if rc >= 0 else 128 - rc
+        c.exit_code = code
+        c.reason = "Completed" if code == 0 else "Error"
+        c.finished_at = now_rfc3339()
+        c.state = "terminated"
+        c.ready = False
+        c.proc = None
+        return True
+
+    def _after_exit(self, c, can_restart):
+        restart = can_restart and (self.policy == "Always" and not c.init
+                                   or self.policy in ("Always", "OnFailure") and c.exit_code != 0)
+        if not restart:
+            c.done = True
+            return
+        c.last_terminated = c.terminated_state()
+        c.restart_count += 1
+        c.state = "waiting"
+        c.waiting_reason = "CrashLoopBackOff"
+        c.next_start = time.monotonic() + c.backoff
+        c.backoff = min(c.backoff * 2, BACKOFF_CAP)
+
+    # ---------------------------------------------------------------- probes
+    def _port(self, port):
+        if isinstance(port, int) or (isinstance(port, str) and port.isdigit()):
+            return int(port)
+        for c in self.spec.get("containers") or []:
+            for p in c.get("ports") or []:
+                if p.get("name") == port:
+                    return int(p["containerPort"])
+        raise ValueError("named port %s not found" % port)
+
+    def _probe_once(self, c, probe):
+        timeout = float(probe.get("timeoutSeconds", 1))
+        try:
+            if "tcpSocket" in probe:
+                with socket.create_connection((self.pod_ip, self._port(probe["tcpSocket"]["port"])), timeout=timeout):
+                    return True
+            if "exec" in probe:
+                pid = self._main_pid(c)
+                if pid is None:
+                    return False
+                env = self._env(c)["env"]
+                p = subprocess.run(["nsenter", "-t", str(pid), "-m", "-u", "-n", "-p", "--"]
+                                   + list(probe["exec"].get("command") or []),
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+                                   timeout=max(timeout, 1.0))
+                return p.returncode == 0
+            if "httpGet" in probe:
+                hg = probe["httpGet"]
+                url = "http://%s:%d%s" % (self.pod_ip, self._port(hg.get("port")), hg.get("path", "/"))
+                try:
+                    with urllib.request.urlopen(url, timeout=timeout) as r:
+                        return 200 <= r.status < 400
+                except urllib.error.HTTPError as e:
+                    return 200 <= e.code < 400
+            if "grpc" in probe:
+                return False
+        except (OSError, subprocess.TimeoutExpired, ValueError, _Missing):
+            return False
+        return True
+
+    def _probe(self, c):
+        probe = c.spec.get("readinessProbe")
+        if not probe or c.state != "running" or time.monotonic() < c.probe_next:
+            return
+        c.probe_next = time.monotonic() + min(float(probe.get("periodSeconds", 10)), PROBE_PERIOD_CAP)
+        if self._probe_once(c, probe):
+            c.probe_ok += 1
+            c.probe_fail = 0
+            if c.probe_ok >= int(probe.get("successThreshold", 1)):
+                c.ready = True
+        else:
+            c.probe_fail += 1
+            c.probe_ok = 0
+            if c.probe_fail >= int(probe.get("failureThreshold", 3)):
+                c.ready = False
+
+    # ---------------------------------------------------------------- lifecycle
+    def _run(self):
+        try:
+            self._lifecycle()
+        except Exception:
+            log.exception("%s/%s: pod runner failed", self.ns, self.name)
+            for c in self.init_containers + self.containers:
+                self._signal(c, signal.SIGKILL)
+        finally:
+            self._teardown()
+            self.finished.set()
+            self.k.pod_finished(self)
+
+    def _wait_or_delete(self, seconds):
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            if self.delete_req or self.k.stopping.is_set():
+                return False
+            time.sleep(TICK)
+        return True
+
+    def _lifecycle(self):
+        self.start_time = now_rfc3339()
+        # The sandbox: volumes (waiting for missing ConfigMaps/Secrets) and the network.
+        while True:
+            if self.delete_req or self.k.stopping.is_set():
+                return self._terminate()
+            try:
+                self._prepare_volumes()
+                break
+            except _Missing as e:
+                self.message = str(e)
+                self._publish()
+                if not self._wait_or_delete(1.0):
+                    return self._terminate()
+            except ValueError as e:
+                self.phase, self.reason, self.message = "Failed", "UnsupportedPod", str(e)
+                self._publish()
+                return
+        self.message = None
+        self.net = self.k.net.add_pod()
+        self.pod_ip = self.net.ip
+        self.k.pod_network_changed(self)
+        self._publish()
+
+        # Init containers, one after the other.
+        for c in self.init_containers:
+            while not c.done:
+                if self.delete_req or self.k.stopping.is_set():
+                    return self._terminate()
+                if self.kill_req or self.evict_req:
+                    self.kill_req = False
+                    self._signal(c, signal.SIGKILL)
+                if c.state == "waiting" and time.monotonic() >= c.next_start:
+                    if self._try_start(c) is False:
+                        return
+                    self._publish()
+                if self._reap(c):
+                    self._after_exit(c, not self.evict_req)
+                    if c.done and c.exit_code != 0:
+                        self.phase = "Failed"
+                        for m in self.containers:
+                            m.waiting_reason = "PodInitializing"
+                        self._publish()
+                        return
+                    self._publish()
+                if self.evict_req and c.done:
+                    break
+                time.sleep(TICK)
+            if self.evict_req:
+                return self._evicted()
+
+        for c in self.containers:
+            c.waiting_reason = "ContainerCreating"
+        while True:
+            if self.delete_req or self.k.stopping.is_set():
+                return self._terminate()
+            if self.evict_req:
+                return self._evicted()
+            if self.kill_req:
+                self.kill_req = False
+                for c in self.containers:
+                    self._signal(c, signal.SIGKILL)
+                    # The kill is seen as the container's own end.
+                    if c.proc is not None:
+                        c.proc.wait()
+            for c in self.containers:
+                if c.state == "waiting" and not c.done and time.monotonic() >= c.next_start:
+                    if self._try_start(c) is False:
+                        return
+            for c in self.containers:
+                if self._reap(c):
+                    self._after_exit(c, True)
+                self._probe(c)
+            if all(c.done for c in self.containers):
+                failed = any(c.exit_code != 0 for c in self.containers)
+                self.phase = "Failed" if failed else "Succeeded"
+                self._publish()
+                return
+            self.phase = "Running"
+            if time.monotonic() >= self.next_refresh:
+                self.next_refresh = time.monotonic() + VOLUME_REFRESH
+                try:
+                    self._prepare_volumes(refresh=True)
+                except (_Missing, ValueError, OSError, KubeError) as e:
+                    log.debug("%s/%s: volume refresh: %s", self.ns, self.name, e)
+            self._publish()
+            time.sleep(TICK)
+
+    def _try_start(self, c):
+        try:
+            self._start(c)
+            return True
+        except _Missing as e:
+            c.waiting_reason = "CreateContainerConfigError"
+            self.message = str(e)
+            c.next_start = time.monotonic() + 1.0
+            self._publish()
+            return None
+        except (ValueError, OSError) as e:
+            c.state = "terminated"
+            c.exit_code, c.reason, c.finished_at = 128, "StartError", now_rfc3339()
+            c.started_at = c.started_at or c.finished_at
+            self.message = "container %s: %s" % (c.name, e)
+            self._after_exit(c, True)
+            self._publish()
+            return None
+
+    def _kill_all(self, grace):
+        conts = self.init_containers + self.containers
+        for c in conts:
+            self._signal(c, signal.SIGTERM)
+        end = time.monotonic() + grace
+        while time.monotonic() < end and any(c.proc is not None and c.proc.poll() is None for c in conts):
+            time.sleep(0.05)
+        for c in conts:
+            self._signal(c, signal.SIGKILL)
+            if c.proc is not None:
+                try:
+                    c.proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    pass
+            self._reap(c)
+
+    def _evicted(self):
+        self._kill_all(0)
+        for c in self.containers + self.init_containers:
+            c.done = True
+            if c.state == "waiting":
+                c.state, c.exit_code, c.reason = "terminated", 137, "ContainerStatusUnknown"
+                c.started_at = c.finished_at = now_rfc3339()
+        self.phase, self.reason, self.message = "Failed", "Evicted", self.evict_req
+        self._cond("DisruptionTarget", True, "TerminationByKubelet")
+        self.conditions["DisruptionTarget"]["message"] = self.evict_req
+        self._publish()
+
+    def _terminate(self):
+        grace, api_gone = self.delete_req or (0, True)
+        if self.k.stopping.is_set():
+            grace = 0
+        self._kill_all(grace)
+
+    def _teardown(self):
+        if self.net is not None:
+            net, self.net = self.net, None
+            self.k.pod_network_changed(self)
+            self.k.net.remove_pod(net)
+
+
+class Kubelet:
+    def __init__(self, kube, cluster_domain, state_dir, node_name=NODE_NAME, pod_cidr=None, prefix=None):
+        self.kube = kube
+        self.domain = (cluster_domain or "").strip(".")
+        self.state_dir = os.path.abspath(state_dir)
+        self.node = node_name
+        self.prefix = netns.check_prefix(prefix or prefix_for(self.state_dir))
+        # Without a CIDR given (argument or MPIJOB_SIM_POD_CIDR), 10.244.0.0/16, or the first free
+        # /16 from 10.200.0.0 on when a route already uses it (another simulation running).
+        self.pod_cidr = pod_cidr or os.environ.get("MPIJOB_SIM_POD_CIDR")
+        self.net = None
+        self.host_ip = None
+        self.logs_dir = os.path.join(self.state_dir, "logs")
+        self.control_dir = os.path.join(self.state_dir, "control")
+        self.stopping = threading.Event()
+        self._lock = threading.RLock()
+        self._runners = {}        # uid -> PodRunner
+        self._done_uids = set()   # pods finished here; never run again
+        self._events = queue.Queue()
+        self._created_paths_file = os.path.join(self.state_dir, "created-paths.json")
+        self._created = []
+        self._cleaned = False
+        self._started = False
+
+    # ---------------------------------------------------------------- helpers for runners
+    def log_path(self, ns, pod, container):
+        return os.path.join(self.logs_dir, "%s_%s_%s.log" % (ns, pod, container))
+
+    def make_mount_point(self, target, is_dir):
+        """Creates a missing mount point on the host (the bind exists only in the container) and
+        records it, so cleanup() removes it again if it is still empty."""
+        if any(target == r or target.startswith(r + "/") for r in PRIVATE_ROOTS):
+            return
+        with self._lock:
+            if os.path.lexists(target):
+                return
+            top = target
+            while not os.path.lexists(os.path.dirname(top)):
+                top = os.path.dirname(top)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            if is_dir:
+                os.mkdir(target, 0o755)
+            else:
+                open(target, "a").close()
+            self._created.append(top)
+            with open(self._created_paths_file, "w") as f:
+                json.dump(self._created, f)
+
+    def pod_network_changed(self, _runner):
+        self._write_hosts()
+
+    def pod_finished(self, runner):
+        with self._lock:
+            self._done_uids.add(runner.uid)
+            req = runner.delete_req
+        if req and not req[1] and not self.stopping.is_set():
+            self._delete_from_api(runner.ns, runner.name, runner.uid)
+
+    def _delete_from_api(self, ns, name, uid):
+        body = {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0,
+                "preconditions": {"uid": uid}}
+        try:
+            code, obj = self.kube.request("DELETE", "/api/v1/namespaces/%s/pods/%s?gracePeriodSeconds=0"
+                                          % (ns, name), body)
+            if code not in (200, 202, 404, 409):
+                log.warning("delete %s/%s: HTTP %d %s", ns, name, code, obj)
+        except OSError as e:
+            log.warning("delete %s/%s: %s", ns, name, e)
+
+    def _hosts_text(self, me, live):
+        lines = ["# Kubernetes-managed hosts file (simulated by the cluster's kubelet).",
+                 "127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback",
+                 "fe00::0\tip6-localnet", "fe00::0\tip6-mcastprefix", "fe00::1\tip6-allnodes",
+                 "fe00::2\tip6-allrouters"]
+        for r in live:
+            names = []
+            if r.subdomain:
+                base = "%s.%s.%s.svc" % (r.hostname, r.subdomain, r.ns)
+                if self.domain:
+                    names.append(base + "." + self.domain)
+                names.append(base)
+                if r.ns == me.ns:
+                    names.append("%s.%s" % (r.hostname, r.subdomain))
+            if r is me or (r.ns == me.ns and r.subdomain and r.subdomain == me.subdomain):
+                names.append(r.hostname)
+            if names:
+                lines.append("%s\t%s" % (r.pod_ip, " ".join(dict.fromkeys(names))))
+        return "\n".join(lines) + "\n"
+
+    def _resolv_text(self, me):
+        search = []
+        if self.domain:
+            search += ["%s.svc.%s" % (me.ns, self.domain), "svc." + self.domain, self.domain]
+        search += [s for s in ((me.spec.get("dnsConfig") or {}).get("searches") or []) if s not in search]
+        # No DNS server runs: names outside the hosts file fail at once instead of timing out.
+        text = "nameserver 127.0.0.1\n"
+        if search:
+            text += "search %s\n" % " ".join(search[:32])
+        return text
+
+    def _write_hosts(self):
+        with self._lock:
+            live = [r for r in self._runners.values() if r.net is not None]
+            for r in live:
+                try:
+                    self.net.write_file(r.net, "hosts", self._hosts_text(r, live))
+                    self.net.write_file(r.net, "resolv.conf", self._resolv_text(r))
+                except OSError as e:
+                    log.warning("hosts file of %s: %s", r.net.ns, e)
+
+    # ---------------------------------------------------------------- test hooks
+    def _find(self, ns, name):
+        with self._lock:
+            found = [r for r in self._runners.values() if r.ns == ns and r.name == name]
+        return found[-1] if found else None
+
+    def kill_pod(self, ns, name):
+        """SIGKILLs every container of the pod (see the module's docstring). False if unknown."""
+        r = self._find(ns, name)
+        if r is None or r.finished.is_set():
+            return False
+        r.request_kill()
+        return True
+
+    def evict_pod(self, ns, name, message=None):
+        r = self._find(ns, name)
+        if r is None or r.finished.is_set():
+            return False
+        r.request_evict(message)
+        return True
+
+    def _serve_control(self):
+        try:
+            names = os.listdir(self.control_dir)
+        except OSError:
+            return
+        for n in names:
+            if not n.endswith(".json"):
+                continue
+            p = os.path.join(self.control_dir, n)
+            try:
+                with open(p) as f:
+                    req = json.load(f)
+                os.unlink(p)
+            except (OSError, ValueError):
+                continue
+            action, ns, name = req.get("action"), req.get("namespace"), req.get("name")
+            if action == "kill":
+                ok = self.kill_pod(ns, name)
+            elif action == "evict":
+                ok = self.evict_pod(ns, name, req.get("message"))
+            else:
+                ok = False
+            ans = {"ok": ok, "error": "" if ok else "no running pod %s/%s on %s (or unknown action %r)"
+                   % (ns, name, self.node, action)}
+            tmp = p[:-5] + ".done.tmp"
+            with open(tmp, "w") as f:
+                json.dump(ans, f)
+            os.rename(tmp, p[:-5] + ".done")
+
+    # ---------------------------------------------------------------- events
+    def _on_event(self, etype, obj):
+        self._events.put((etype, obj))
+
+    def _handle(self, etype, pod):
+        meta = pod.get("metadata") or {}
+        spec = pod.get("spec") or {}
+        uid = meta.get("uid")
+        if spec.get("nodeName") != self.node or not uid:
+            return
+        with self._lock:
+            r = self._runners.get(uid)
+        grace = meta.get("deletionGracePeriodSeconds")
+        if grace is None:
+            grace = spec.get("terminationGracePeriodSeconds", 30)
+        grace = min(float(grace or 0), GRACE_CAP)
+        if etype == "DELETED":
+            with self._lock:
+                self._done_uids.discard(uid)
+            if r is not None:
+                r.request_delete(grace, True)
+                with self._lock:
+                    self._runners.pop(uid, None)
+                if r.finished.is_set():
+                    self._write_hosts()
+            return
+        if meta.get("deletionTimestamp"):
+            if r is not None and not r.finished.is_set():
+                r.request_delete(grace, False)
+            else:
+                self._delete_from_api(meta.get("namespace"), meta.get("name"), uid)
+            return
+        if r is not None:
+            r.update(pod)
+            return
+        phase = (pod.get("status") or {}).get("phase")
+        with self._lock:
+            if uid in self._done_uids or phase in ("Succeeded", "Failed") or self.stopping.is_set():
+                return
+            r = PodRunner(self, pod)
+            self._runners[uid] = r
+        r.thread.start()
+
+    # ---------------------------------------------------------------- main loop
+    def start(self):
+        """Removes leftovers of an earlier run with this prefix and creates the bridge."""
+        if self._started:
+            return
+        os.makedirs(self.logs_dir, exist_ok=True)
+        os.makedirs(self.control_dir, exist_ok=True)
+        self._remove_created_paths()
+        netns.sweep(self.prefix)
+        cidr = self.pod_cidr
+        if not cidr:
+            cidr = DEFAULT_POD_CIDR if netns.cidr_is_free(DEFAULT_POD_CIDR) else netns.free_cidr()
+        self.net = netns.Network(self.prefix, cidr)
+        self.host_ip = self.net.gateway
+        self.net.up()
+        self._started = True
+        with open(os.path.join(self.state_dir, "kubelet.json"), "w") as f:
+            json.dump({"prefix": self.prefix, "podCIDR": str(self.net.net), "bridge": self.net.bridge,
+                       "hostIP": self.host_ip, "node": self.node, "pid": os.getpid()}, f)
+
+    def run(self, stop_event):
+        self.start()
+        watch_stop = threading.Event()
+        watcher = threading.Thread(target=self.kube.watch, name="kubelet-watch",
+                                   args=("/api/v1/pods", None, self._on_event, watch_stop), daemon=True)
+        watcher.start()
+        try:
+            while not stop_event.is_set():
+                try:
+                    etype, obj = self._events.get(timeout=TICK)
+                    self._handle(etype, obj)
+                except queue.Empty:
+                    pass
+                except Exception:
+                    log.exception("kubelet event")
+                self._serve_control()
+        finally:
+            watch_stop.set()
+            self.cleanup()
+            watcher.join(timeout=5)
+
+    # ---------------------------------------------------------------- cleanup
+    def _remove_created_paths(self):
+        paths = list(self._created)
+        try:
+            with open(self._created_paths_file) as f:
+                paths += json.load(f)
+        except (OSError, ValueError):
+            pass
+        for top in sorted(set(paths), key=len, reverse=True):
+            try:
+                if os.path.isdir(top) and not os.path.islink(top):
+                    for root, dirs, files in os.walk(top, topdown=False):
+                        if files:
+                            raise OSError("not empty")
+                        for d in dirs:
+                            os.rmdir(os.path.join(root, d))
+                    os.rmdir(top)
+                elif os.path.isfile(top) and os.path.getsize(top) == 0:
+                    os.unlink(top)
+            except OSError:
+                pass
+        self._created = []
+        try:
+            os.unlink(self._created_paths_file)
+        except OSError:
+            pass
+
+    def cleanup(self):
+        """Kills every pod process and removes namespaces, veths, the bridge, /etc/netns folders
+        and the mount points it made. Safe to call more than once."""
+        self.stopping.set()
+        with self._lock:
+            runners = list(self._runners.values())
+        for r in runners:
+            r.finished.wait(timeout=10)
+        if self._cleaned:
+            return
+        self._cleaned = True
+        if self.net is not None:
+            self.net.down()
+        netns.sweep(self.prefix)
+        self._remove_created_paths()
+
+
+def sweep(prefix):
+    """Removes what a Kubelet with this prefix left behind (see netns.sweep)."""
+    return netns.sweep(prefix)

@@ -1,0 +1,248 @@
+"""Network plumbing of the simulated kubelet: one bridge, and per pod a network namespace joined
+to it by a veth pair (standard library only; needs root and iproute2).
+
+Every name starts with a short prefix (letters and digits, at most 7 characters) so that
+interface names stay within the kernel's 15 characters and so that sweep(prefix) can find what
+a crashed run left behind:
+
+    bridge      <prefix>br          holds the gateway address, <cidr>.1
+    namespace   <prefix>-<n>        eth0 (<cidr>.<n+1>/len, default route via the bridge) and lo
+    host veth   <prefix>h<n>        enslaved to the bridge
+    hosts file  /etc/netns/<prefix>-<n>/hosts   (ip netns exec binds it over /etc/hosts)
+
+    net = Network("ks1a2b", "10.244.0.0/16")
+    net.up()
+    pod = net.add_pod()             # PodNet(ns, ip, host_if)
+    net.write_file(pod, "hosts", text)
+    net.remove_pod(pod)
+    net.down()
+    sweep("ks1a2b")                 # removes all of the above, killing what runs in the namespaces
+"""
+
+import ipaddress
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import threading
+
+NETNS_ETC = "/etc/netns"
+_PREFIX_RE = re.compile(r"^[a-z][a-z0-9]{0,6}$")
+MAX_IFNAME = 15
+
+
+class NetError(Exception):
+    pass
+
+
+def _ip(*args, check=True):
+    p = subprocess.run(["ip", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if check and p.returncode != 0:
+        raise NetError("ip %s: %s" % (" ".join(args), p.stderr.strip() or "exit %d" % p.returncode))
+    return p.stdout
+
+
+def check_prefix(prefix):
+    if not _PREFIX_RE.match(prefix or ""):
+        raise ValueError("prefix %r: want 1 to 7 lowercase letters or digits, starting with a letter"
+                         % (prefix,))
+    return prefix
+
+
+class PodNet:
+    """One pod's namespace: ns (its name), ip (dotted string), host_if (host end of the veth)."""
+
+    def __init__(self, ns, ip, host_if, index):
+        self.ns = ns
+        self.ip = ip
+        self.host_if = host_if
+        self.index = index
+
+    def __repr__(self):
+        return "PodNet(%s, %s)" % (self.ns, self.ip)
+
+
+def _routes_overlapping(net):
+    """Host routes and addresses that overlap net (a bridge of ours would hijack them)."""
+    found = []
+    try:
+        routes = json.loads(_ip("-j", "route", "show", "table", "all") or "[]")
+    except (ValueError, NetError):
+        routes = []
+    for r in routes:
+        dst = r.get("dst")
+        if not dst or dst == "default" or r.get("type") in ("local", "broadcast", "multicast"):
+            continue
+        try:
+            other = ipaddress.ip_network(dst if "/" in dst else dst + "/32", strict=False)
+        except ValueError:
+            continue
+        if other.version == 4 and other.overlaps(net):
+            found.append("%s dev %s" % (dst, r.get("dev", "?")))
+    return found
+
+
+def cidr_is_free(cidr):
+    return not _routes_overlapping(ipaddress.ip_network(cidr))
+
+
+def free_cidr(candidates=None):
+    """The first /16 among candidates (default 10.200.0.0/16 .. 10.250.0.0/16) no host route uses."""
+    for c in candidates or ("10.%d.0.0/16" % i for i in range(200, 251)):
+        if not _routes_overlapping(ipaddress.ip_network(c)):
+            return c
+    raise NetError("no free /16 for pods among the candidates")
+
+
+class Network:
+    def __init__(self, prefix, cidr="10.244.0.0/16"):
+        self.prefix = check_prefix(prefix)
+        self.net = ipaddress.ip_network(cidr)
+        if self.net.version != 4 or self.net.prefixlen > 24:
+            raise ValueError("pod CIDR %s: want an IPv4 network of /24 or larger" % cidr)
+        self.bridge = prefix + "br"
+        self.gateway = str(self.net[1])
+        self._lock = threading.Lock()
+        self._next = 0
+        self._used = set()
+        self._pods = {}
+        self._up = False
+
+    def up(self):
+        clash = _routes_overlapping(self.net)
+        if clash:
+            raise NetError("pod CIDR %s overlaps host routes: %s" % (self.net, ", ".join(clash)))
+        _ip("link", "add", "name", self.bridge, "type", "bridge")
+        self._up = True
+        _ip("addr", "add", "%s/%d" % (self.gateway, self.net.prefixlen), "dev", self.bridge)
+        _ip("link", "set", self.bridge, "up")
+
+    def _allocate(self):
+        # Addresses are not handed out again while others are free, so a finished pod's podIP
+        # keeps pointing at nothing rather than at a newer pod.
+        size = self.net.num_addresses - 3
+        for _ in range(size):
+            idx = self._next
+            self._next = (self._next + 1) % size
+            if idx not in self._used:
+                self._used.add(idx)
+                return idx
+        raise NetError("pod CIDR %s is full" % self.net)
+
+    def add_pod(self):
+        with self._lock:
+            idx = self._allocate()
+        ns = "%s-%d" % (self.prefix, idx)
+        host_if = "%sh%d" % (self.prefix, idx)
+        if len(host_if) > MAX_IFNAME:
+            raise NetError("interface name %s is longer than %d characters" % (host_if, MAX_IFNAME))
+        ip = str(self.net[idx + 2])
+        pod = PodNet(ns, ip, host_if, idx)
+        try:
+            _ip("netns", "add", ns)
+            os.makedirs(os.path.join(NETNS_ETC, ns), exist_ok=True)
+            _ip("link", "add", host_if, "type", "veth", "peer", "name", "eth0", "netns", ns)
+            _ip("link", "set", host_if, "master", self.bridge, "up")
+            _ip("-n", ns, "link", "set", "lo", "up")
+            _ip("-n", ns, "addr", "add", "%s/%d" % (ip, self.net.prefixlen), "dev", "eth0")
+            _ip("-n", ns, "link", "set", "eth0", "up")
+            _ip("-n", ns, "route", "add", "default", "via", self.gateway)
+        except Exception:
+            self._remove(pod)
+            raise
+        with self._lock:
+            self._pods[ns] = pod
+        return pod
+
+    def write_file(self, pod, name, text):
+        """Writes /etc/netns/<ns>/<name> in place: ip netns exec binds the file (its inode) over
+        /etc/<name>, so running processes see the new text only if the inode stays."""
+        path = os.path.join(NETNS_ETC, pod.ns, name)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            data = text.encode()
+            os.ftruncate(fd, 0)
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+
+    def _remove(self, pod):
+        kill_netns_processes(pod.ns)
+        _ip("netns", "del", pod.ns, check=False)
+        _ip("link", "del", pod.host_if, check=False)
+        shutil.rmtree(os.path.join(NETNS_ETC, pod.ns), ignore_errors=True)
+
+    def remove_pod(self, pod):
+        with self._lock:
+            self._pods.pop(pod.ns, None)
+            self._used.discard(pod.index)
+        self._remove(pod)
+
+    def down(self):
+        with self._lock:
+            pods = list(self._pods.values())
+            self._pods.clear()
+        for pod in pods:
+            self._remove(pod)
+        if self._up:
+            _ip("link", "del", self.bridge, check=False)
+            self._up = False
+
+
+def netns_pids(ns):
+    out = _ip("netns", "pids", ns, check=False)
+    return [int(x) for x in out.split() if x.isdigit()]
+
+
+def kill_netns_processes(ns):
+    for pid in netns_pids(ns):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def sweep(prefix):
+    """Removes every namespace, interface and /etc/netns folder named after prefix, killing the
+    processes inside those namespaces. Returns what it removed (names)."""
+    check_prefix(prefix)
+    removed = []
+    for line in _ip("netns", "list", check=False).splitlines():
+        name = line.split()[0] if line.split() else ""
+        if name.startswith(prefix + "-"):
+            kill_netns_processes(name)
+            _ip("netns", "del", name, check=False)
+            removed.append(name)
+    try:
+        links = json.loads(_ip("-j", "link", "show", check=False) or "[]")
+    except ValueError:
+        links = []
+    for link in links:
+        name = link.get("ifname", "")
+        if name.startswith(prefix) and (name == prefix + "br" or re.match(re.escape(prefix) + r"h\d+$", name)):
+            _ip("link", "del", name, check=False)
+            removed.append(name)
+    if os.path.isdir(NETNS_ETC):
+        for name in os.listdir(NETNS_ETC):
+            if name.startswith(prefix + "-"):
+                shutil.rmtree(os.path.join(NETNS_ETC, name), ignore_errors=True)
+                removed.append(os.path.join(NETNS_ETC, name))
+    return removed
+
+
+def leftovers(prefix):
+    """What sweep(prefix) would remove, without removing it (for tests)."""
+    found = []
+    for line in _ip("netns", "list", check=False).splitlines():
+        if line.split() and line.split()[0].startswith(prefix + "-"):
+            found.append(line.split()[0])
+    try:
+        links = json.loads(_ip("-j", "link", "show", check=False) or "[]")
+    except ValueError:
+        links = []
+    found += [l["ifname"] for l in links if l.get("ifname", "").startswith(prefix)]
+    if os.path.isdir(NETNS_ETC):
+        found += [n for n in os.listdir(NETNS_ETC) if n.startswith(prefix + "-")]
+    return found

@@ -1,0 +1,358 @@
+"""The simulated kubelet against the API-server double: pods as processes in their own network
+namespaces. Root only (network namespaces, mounts).
+
+    python3 -m unittest discover -s tests/cluster -p 'test_kubelet.py' -v
+"""
+
+import base64
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+import uuid
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+import kubelet as kubelet_mod  # noqa: E402
+import netns  # noqa: E402
+from kube import Kube  # noqa: E402
+
+DOMAIN = "cluster.local"
+WAIT = 20.0
+
+
+def _pod(name, command, **spec):
+    containers = spec.pop("containers", None) or [{"name": "main", "image": "ignored", "command": command}]
+    for c in containers:
+        c.update(spec.pop("container_extra", {}) or {})
+    body = {"nodeName": "sim-node", "restartPolicy": "Never", "containers": containers,
+            "terminationGracePeriodSeconds": 3}
+    body.update(spec)
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": body}
+
+
+@unittest.skipUnless(os.geteuid() == 0, "needs root: network namespaces, bridges and mounts")
+@unittest.skipUnless(shutil.which("ip") and shutil.which("unshare") and shutil.which("nsenter"),
+                     "needs iproute2 and util-linux (ip, unshare, nsenter)")
+class KubeletTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="kubelet-test-")
+        api = os.path.join(cls.tmp, "api")
+        subprocess.run([sys.executable, os.path.join(ROOT, "tests", "apiserver", "launch.py"),
+                        "--state-dir", api, "--background"], check=True, stdout=subprocess.DEVNULL)
+        with open(os.path.join(api, "pid")) as f:
+            cls.api_pids = [int(x) for x in f.read().split()]
+        cls.kube = Kube.from_kubeconfig(os.path.join(api, "kubeconfig"))
+        cls.state = os.path.join(cls.tmp, "kubelet")
+        cls.prefix = "t" + uuid.uuid4().hex[:5]
+        cls.kubelet = kubelet_mod.Kubelet(cls.kube, DOMAIN, cls.state, prefix=cls.prefix,
+                                          pod_cidr=netns.free_cidr())
+        cls.stop = threading.Event()
+        cls.kubelet.start()
+        cls.thread = threading.Thread(target=cls.kubelet.run, args=(cls.stop,), daemon=True)
+        cls.thread.start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.stop.set()
+        cls.thread.join(timeout=30)
+        cls.kubelet.cleanup()
+        for pid in cls.api_pids:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    # ------------------------------------------------------------------ helpers
+    def ns(self):
+        return "t-" + self._testMethodName.replace("_", "-")[5:][:40]
+
+    def create(self, ns, obj, resource="pods"):
+        return self.kube.create("/api/v1/namespaces/%s/%s" % (ns, resource), obj)
+
+    def pod(self, ns, name):
+        return self.kube.get("/api/v1/namespaces/%s/pods/%s" % (ns, name))
+
+    def wait_pod(self, ns, name, pred, what, timeout=WAIT):
+        end = time.monotonic() + timeout
+        p = None
+        while time.monotonic() < end:
+            p = self.pod(ns, name)
+            if p is not None and pred(p):
+                return p
+            time.sleep(0.1)
+        self.fail("pod %s/%s never %s; last: %s\nlog: %s" % (ns, name, what, json.dumps((p or {}).get("status"))[:3000],
+                                                          self.logs(ns, name)))
+
+    def wait_phase(self, ns, name, phase, timeout=WAIT):
+        return self.wait_pod(ns, name, lambda p: (p.get("status") or {}).get("phase") == phase,
+                             "reached " + phase, timeout)
+
+    def logs(self, ns, name, container="main"):
+        try:
+            with open(self.kubelet.log_path(ns, name, container)) as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    @staticmethod
+    def cond(p, ctype):
+        for c in (p.get("status") or {}).get("conditions") or []:
+            if c["type"] == ctype:
+                return c["status"]
+        return None
+
+    @staticmethod
+    def terminated(p, i=0):
+        return p["status"]["containerStatuses"][i]["state"].get("terminated")
+
+    # ------------------------------------------------------------------ tests
+    def test_lifecycle_running_then_succeeded(self):
+        ns = self.ns()
+        self.create(ns, _pod("hello", ["sh", "-c", "echo hi; echo host=$(hostname) pod=$POD_NAME; sleep 1"],
+                             container_extra={"env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {
+                                 "fieldPath": "metadata.name"}}}]}))
+        p = self.wait_phase(ns, "hello", "Running")
+        st = p["status"]
+        self.assertTrue(st.get("podIP"))
+        self.assertTrue(st.get("startTime"))
+        self.assertEqual(st["hostIP"], self.kubelet.host_ip)
+        self.assertIn("running", st["containerStatuses"][0]["state"])
+        p = self.wait_phase(ns, "hello", "Succeeded")
+        t = self.terminated(p)
+        self.assertEqual(t["exitCode"], 0)
+        self.assertEqual(t["reason"], "Completed")
+        self.assertEqual(self.cond(p, "Ready"), "False")
+        self.assertEqual(self.cond(p, "PodScheduled"), "True")
+        self.assertEqual(self.logs(ns, "hello"), "hi\nhost=hello pod=hello\n")
+
+    def test_failure_exit_code_and_restart_on_failure(self):
+        ns = self.ns()
+        self.create(ns, _pod("fails", ["sh", "-c", "echo bad >&2; exit 3"]))
+        p = self.wait_phase(ns, "fails", "Failed")
+        self.assertEqual(self.terminated(p)["exitCode"], 3)
+        self.assertEqual(self.terminated(p)["reason"], "Error")
+        self.assertIn("bad", self.logs(ns, "fails"))
+        # OnFailure: the first run fails, the restart (same emptyDir) succeeds.
+        self.create(ns, _pod("retry", ["sh", "-c", "[ -e /data/m ] && exit 0; touch /data/m; exit 4"],
+                             restartPolicy="OnFailure", volumes=[{"name": "d", "emptyDir": {}}],
+                             container_extra={"volumeMounts": [{"name": "d", "mountPath": "/data"}]}))
+        p = self.wait_phase(ns, "retry", "Succeeded")
+        cs = p["status"]["containerStatuses"][0]
+        self.assertEqual(cs["restartCount"], 1)
+        self.assertEqual(cs["lastState"]["terminated"]["exitCode"], 4)
+
+    def test_pods_reach_each_other_by_fqdn(self):
+        ns = self.ns()
+        self.create(ns, _pod("srv", ["python3", "-m", "http.server", "8080", "--bind", "0.0.0.0"],
+                             hostname="srv", subdomain="grp",
+                             container_extra={"readinessProbe": {"tcpSocket": {"port": 8080},
+                                                                 "periodSeconds": 1}}))
+        p = self.wait_pod(ns, "srv", lambda p: self.cond(p, "Ready") == "True", "ready")
+        srv_ip = p["status"]["podIP"]
+        fqdn = "srv.grp.%s.svc.%s" % (ns, DOMAIN)
+        script = ("import socket, urllib.request; print(socket.gethostbyname('%s'));"
+                  "print(socket.gethostbyname('srv'));"
+                  "print(urllib.request.urlopen('http://%s:8080/', timeout=5).status)") % (fqdn, fqdn)
+        self.create(ns, _pod("cli", ["python3", "-c", script], hostname="cli", subdomain="grp"))
+        p = self.wait_phase(ns, "cli", "Succeeded")
+        self.assertNotEqual(p["status"]["podIP"], srv_ip)
+        self.assertEqual(self.logs(ns, "cli").split(), [srv_ip, srv_ip, "200"])
+
+    def test_configmap_secret_hostpath_volumes(self):
+        ns = self.ns()
+        self.create(ns, {"metadata": {"name": "cfg"}, "data": {"a.txt": "hello", "b.txt": "other"}}, "configmaps")
+        self.create(ns, {"metadata": {"name": "sec"}, "type": "Opaque",
+                         "data": {"k": base64.b64encode(b"s3cret").decode(),
+                                  "x": base64.b64encode(b"exe").decode()}}, "secrets")
+        hp = os.path.join(self.tmp, "hostpath")
+        os.makedirs(hp)
+        script = ("cat /etc/simcfg/a.txt; echo; ls /etc/simcfg; stat -c '%a' /etc/simcfg/a.txt;"
+                  "cat /etc/simsec/key; echo; stat -c '%a' /etc/simsec/key /etc/simsec/run.sh;"
+                  "touch /etc/simsec/w 2>/dev/null && echo writable || echo readonly;"
+                  "echo out > /mnt/hp/out; echo private > /tmp/private-marker; mountpoint -q /run && "
+                  "[ -d /run/sshd ] && echo run-ok")
+        self.create(ns, _pod("vols", ["sh", "-c", script],
+                             volumes=[{"name": "c", "configMap": {"name": "cfg", "items": [{"key": "a.txt",
+                                                                                           "path": "a.txt"}]}},
+                                      {"name": "s", "secret": {"secretName": "sec", "defaultMode": 0o400,
+                                                               "items": [{"key": "k", "path": "key"},
+                                                                         {"key": "x", "path": "run.sh",
+                                                                          "mode": 0o555}]}},
+                                      {"name": "h", "hostPath": {"path": hp}}],
+                             container_extra={"volumeMounts": [{"name": "c", "mountPath": "/etc/simcfg"},
+                                                               {"name": "s", "mountPath": "/etc/simsec"},
+                                                               {"name": "h", "mountPath": "/mnt/hp"}]}))
+        self.wait_phase(ns, "vols", "Succeeded")
+        self.assertEqual(self.logs(ns, "vols").split("\n"),
+                         ["hello", "a.txt", "644", "s3cret", "400", "555", "readonly", "run-ok", ""])
+        with open(os.path.join(hp, "out")) as f:
+            self.assertEqual(f.read(), "out\n")
+        self.assertFalse(os.path.exists("/tmp/private-marker"))
+        # Mount points made on the host for the pod are not visible there as mounts.
+        with open("/proc/self/mounts") as f:
+            self.assertNotIn("/etc/simsec", f.read())
+
+    def _ssh_job(self, ns, workers):
+        """The SSH Secret and sshd worker pods as the operator makes them; returns the volume."""
+        if not os.path.exists("/usr/sbin/sshd") or not shutil.which("ssh-keygen"):
+            self.skipTest("no sshd / ssh-keygen installed")
+        keydir = tempfile.mkdtemp(dir=self.tmp)
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", os.path.join(keydir, "k")], check=True)
+        data = {}
+        for key, f in (("ssh-privatekey", "k"), ("ssh-publickey", "k.pub")):
+            with open(os.path.join(keydir, f), "rb") as fh:
+                data[key] = base64.b64encode(fh.read()).decode()
+        self.create(ns, {"metadata": {"name": "job-ssh"}, "type": "kubernetes.io/ssh-auth", "data": data}, "secrets")
+        # The volume exactly as the operator's builders.c writes it.
+        ssh_vol = {"name": "ssh-auth", "secret": {"secretName": "job-ssh", "defaultMode": 0o600, "items": [
+            {"key": "ssh-privatekey", "path": "id_rsa"}, {"key": "ssh-publickey", "path": "id_rsa.pub"},
+            {"key": "ssh-publickey", "path": "authorized_keys"}]}}
+        mount = {"volumeMounts": [{"name": "ssh-auth", "mountPath": "/root/.ssh"}]}
+        for i in range(workers):
+            name = "job-worker-%d" % i
+            self.create(ns, _pod(name, ["/usr/sbin/sshd", "-De"], hostname=name, subdomain="job",
+                                 volumes=[ssh_vol],
+                                 container_extra=dict(mount, readinessProbe={"tcpSocket": {"port": 22},
+                                                                             "periodSeconds": 1})))
+        for i in range(workers):
+            self.wait_pod(ns, "job-worker-%d" % i, lambda p: self.cond(p, "Ready") == "True", "ready")
+        return ssh_vol, mount
+
+    def test_sshd_pod_accepts_login_from_another_pod(self):
+        ns = self.ns()
+        ssh_vol, mount = self._ssh_job(ns, 1)
+        host = "job-worker-0.job.%s.svc" % ns
+        self.create(ns, _pod("job-launcher", ["ssh", "-o", "StrictHostKeyChecking=no", "-o",
+                                              "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", "-o",
+                                              "ConnectionAttempts=10", "-o", "LogLevel=ERROR", host,
+                                              "hostname; echo ssh-ok"],
+                             hostname="job-launcher", subdomain="job", volumes=[ssh_vol], container_extra=mount))
+        self.wait_phase(ns, "job-launcher", "Succeeded")
+        self.assertEqual(self.logs(ns, "job-launcher").split(), ["job-worker-0", "ssh-ok"])
+
+    def test_mpirun_across_pods(self):
+        if not shutil.which("mpirun"):
+            self.skipTest("no mpirun installed")
+        ns = self.ns()
+        ssh_vol, mount = self._ssh_job(ns, 2)
+        hosts = "".join("job-worker-%d.job.%s.svc slots=1\n" % (i, ns) for i in range(2))
+        self.create(ns, {"metadata": {"name": "job-config"}, "data": {"hostfile": hosts}}, "configmaps")
+        env = [{"name": "OMPI_MCA_orte_default_hostfile", "value": "/etc/mpi/hostfile"},
+               {"name": "OMPI_MCA_orte_keep_fqdn_hostnames", "value": "true"},
+               {"name": "OMPI_MCA_plm_rsh_args",
+                "value": "-o ConnectionAttempts=10 -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "
+                         "-o LogLevel=ERROR"}]
+        self.create(ns, _pod("job-launcher", ["mpirun", "--allow-run-as-root", "-np", "2", "hostname"],
+                             hostname="job-launcher", subdomain="job",
+                             volumes=[ssh_vol, {"name": "cfg", "configMap": {"name": "job-config", "items": [
+                                 {"key": "hostfile", "path": "hostfile", "mode": 0o444}]}}],
+                             container_extra={"env": env, "volumeMounts": mount["volumeMounts"] + [
+                                 {"name": "cfg", "mountPath": "/etc/mpi"}]}))
+        self.wait_phase(ns, "job-launcher", "Succeeded", timeout=40)
+        self.assertEqual(sorted(self.logs(ns, "job-launcher").split()), ["job-worker-0", "job-worker-1"])
+
+    def test_exec_readiness_probe(self):
+        ns = self.ns()
+        self.create(ns, _pod("slow", ["sh", "-c", "sleep 1; touch /tmp/ready; sleep 100"],
+                             container_extra={"readinessProbe": {"exec": {"command": ["test", "-e", "/tmp/ready"]},
+                                                                 "periodSeconds": 1, "failureThreshold": 1}}))
+        p = self.wait_phase(ns, "slow", "Running")
+        self.assertEqual(self.cond(p, "Ready"), "False")
+        p = self.wait_pod(ns, "slow", lambda p: self.cond(p, "Ready") == "True", "ready")
+        self.assertTrue(p["status"]["containerStatuses"][0]["ready"])
+        self.assertEqual(self.cond(p, "ContainersReady"), "True")
+
+    def test_kill_pod_fails_with_137(self):
+        ns = self.ns()
+        self.create(ns, _pod("victim", ["sleep", "100"]))
+        self.wait_phase(ns, "victim", "Running")
+        # Through the control directory, as a test in another process would.
+        ans = kubelet_mod.request(self.state, "kill", ns, "victim")
+        self.assertTrue(ans["ok"], ans)
+        p = self.wait_phase(ns, "victim", "Failed")
+        self.assertEqual(self.terminated(p)["exitCode"], 137)
+        self.assertEqual(self.terminated(p)["reason"], "Error")
+        ans = kubelet_mod.request(self.state, "kill", ns, "nobody")
+        self.assertFalse(ans["ok"])
+
+    def test_evict_pod(self):
+        ns = self.ns()
+        self.create(ns, _pod("evictee", ["sleep", "100"], restartPolicy="OnFailure"))
+        self.wait_phase(ns, "evictee", "Running")
+        self.assertTrue(self.kubelet.evict_pod(ns, "evictee", "The node was low on resource: memory."))
+        p = self.wait_phase(ns, "evictee", "Failed")
+        self.assertEqual(p["status"]["reason"], "Evicted")
+        self.assertIn("low on resource", p["status"]["message"])
+        self.assertEqual(self.cond(p, "DisruptionTarget"), "True")
+        self.assertEqual(p["status"]["containerStatuses"][0]["restartCount"], 0)
+
+    def test_delete_kills_processes(self):
+        ns = self.ns()
+        self.create(ns, _pod("doomed", ["sh", "-c", "sleep 100 & sleep 101; wait"]))
+        self.wait_phase(ns, "doomed", "Running")
+        runner = self.kubelet._find(ns, "doomed")
+        pod_ns = runner.net.ns
+        pids = netns.netns_pids(pod_ns)
+        self.assertTrue(pids)
+        self.assertTrue(self.kube.delete("/api/v1/namespaces/%s/pods/doomed" % ns))
+        self.assertTrue(runner.finished.wait(10))
+        for pid in pids:
+            try:
+                with open("/proc/%d/stat" % pid) as f:
+                    state = f.read().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                state = "gone"
+            self.assertIn(state, ("gone", "Z"), "pid %d still runs" % pid)
+        self.assertNotIn(pod_ns, subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout)
+
+    def test_z_cleanup_leaves_nothing(self):
+        self.create("t-z", _pod("left", ["sleep", "100"]))
+        self.wait_phase("t-z", "left", "Running")
+        self.assertTrue(netns.leftovers(self.prefix))
+        self.__class__.stop.set()
+        self.__class__.thread.join(timeout=30)
+        self.kubelet.cleanup()
+        self.assertEqual(netns.leftovers(self.prefix), [])
+        links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+        self.assertNotIn(self.prefix, links)
+        self.assertFalse(os.path.exists("/etc/simsec") or os.path.exists("/etc/simcfg") or os.path.exists("/mnt/hp"))
+
+
+class SweepTest(unittest.TestCase):
+    @unittest.skipUnless(os.geteuid() == 0, "needs root")
+    def test_sweep_removes_a_crashed_runs_leftovers(self):
+        prefix = "s" + uuid.uuid4().hex[:5]
+        net = netns.Network(prefix, netns.free_cidr())
+        net.up()
+        pod = net.add_pod()
+        net.write_file(pod, "hosts", "127.0.0.1 localhost\n")
+        proc = subprocess.Popen(["ip", "netns", "exec", pod.ns, "sleep", "100"], start_new_session=True)
+        time.sleep(0.2)
+        self.assertTrue(netns.leftovers(prefix))
+        removed = kubelet_mod.sweep(prefix)
+        self.assertIn(pod.ns, removed)
+        self.assertEqual(proc.wait(timeout=5), -signal.SIGKILL)
+        self.assertEqual(netns.leftovers(prefix), [])
+
+    def test_expand(self):
+        env = {"A": "1", "B": "two"}
+        self.assertEqual(kubelet_mod._expand("$(A)-$(B)-$(C)-$$(A)", env), "1-two-$(C)-$(A)")
+
+    def test_bad_prefix(self):
+        with self.assertRaises(ValueError):
+            netns.check_prefix("Bad-Prefix-Too-Long")
+
+
+if __name__ == "__main__":
+    unittest.main()
