@@ -113,13 +113,21 @@ fuzz: fuzz-deps $(FUZZ_TARGETS)
 	@scripts/run-fuzz.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 # ---- benchmarks -------------------------------------------------------------
-BENCH_TARGETS := $(patsubst tests/bench/%.c,build/bench/%,$(wildcard tests/bench/bench_*.c))
+# The worker's benchmarks are MPI programs run by tests/bench/bench_worker.sh, not by the loop.
+WORKER_BENCH_TARGETS := build/bench/bench_buckets
+BENCH_TARGETS := $(filter-out $(WORKER_BENCH_TARGETS),$(patsubst tests/bench/%.c,build/bench/%,$(wildcard tests/bench/bench_*.c)))
 build/bench/%: tests/bench/%.c build/lib/libkube.a $(patsubst %.c,build/obj/%.o,$(wildcard tests/support/apiserver.c))
 	@mkdir -p $(dir $@)
 	$(CC) $(REL_FLAGS) -o $@ $< $(filter %.o,$^) build/lib/libkube.a $(LIBS)
 
-bench: deps $(BENCH_TARGETS)
+# An explicit rule, so the pattern rule above (libkube) never applies: release worker objects.
+build/bench/bench_buckets: tests/bench/bench_buckets.c $(WORKER_SRC:%.c=build/obj/%.o)
+	@mkdir -p $(dir $@)
+	$(CC) $(REL_FLAGS) $(MPI_CFLAGS) -o $@ $< $(filter %.o,$^) $(WORKER_LIBS)
+
+bench: deps $(BENCH_TARGETS) build/bin/mpijob-worker $(WORKER_BENCH_TARGETS)
 	@for b in $(BENCH_TARGETS); do echo "== $$b"; $$b || exit 1; done
+	@echo "== tests/bench/bench_worker.sh"; tests/bench/bench_worker.sh
 
 demo:
 	@scripts/demo.sh
