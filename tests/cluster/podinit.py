@@ -65,6 +65,11 @@ def _make_target(target, is_dir):
 
 
 def setup(spec):
+    # What the image adds to a directory (/usr/local/bin): a read-only overlay of the image's
+    # files over the host's, made while the host's /tmp (where state directories may live) is
+    # still visible.
+    for o in spec.get("overlays", []):
+        _mount("overlay", o["target"], "overlay", MS_RDONLY, "lowerdir=%s:%s" % (o["source"], o["target"]))
     sources = []
     for m in spec.get("mounts", []):
         fd = os.open(m["source"], os.O_PATH | os.O_CLOEXEC)

@@ -54,8 +54,13 @@ class KubeletTest(unittest.TestCase):
         cls.kube = Kube.from_kubeconfig(os.path.join(api, "kubeconfig"))
         cls.state = os.path.join(cls.tmp, "kubelet")
         cls.prefix = "t" + uuid.uuid4().hex[:5]
+        # a program the "image" adds to /usr/local/bin
+        cls.image_prog = os.path.join(cls.tmp, "image-prog")
+        with open(cls.image_prog, "w") as f:
+            f.write("#!/bin/sh\necho from the image: $*\n")
+        os.chmod(cls.image_prog, 0o755)
         cls.kubelet = kubelet_mod.Kubelet(cls.kube, DOMAIN, cls.state, prefix=cls.prefix,
-                                          pod_cidr=netns.free_cidr())
+                                          pod_cidr=netns.free_cidr(), image_bin=[cls.image_prog])
         cls.stop = threading.Event()
         cls.kubelet.start()
         cls.thread = threading.Thread(target=cls.kubelet.run, args=(cls.stop,), daemon=True)
@@ -135,6 +140,13 @@ class KubeletTest(unittest.TestCase):
         self.assertEqual(self.cond(p, "Ready"), "False")
         self.assertEqual(self.cond(p, "PodScheduled"), "True")
         self.assertEqual(self.logs(ns, "hello"), "hi\nhost=hello pod=hello\n")
+
+    def test_image_programs_are_on_the_path(self):
+        ns = self.ns()
+        self.create(ns, _pod("img", ["sh", "-c", "command -v image-prog; image-prog ok"]))
+        self.wait_phase(ns, "img", "Succeeded")
+        self.assertEqual(self.logs(ns, "img"), "/usr/local/bin/image-prog\nfrom the image: ok\n")
+        self.assertFalse(os.path.exists("/usr/local/bin/image-prog"), "the host's /usr/local/bin is untouched")
 
     def test_failure_exit_code_and_restart_on_failure(self):
         ns = self.ns()
