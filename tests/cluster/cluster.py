@@ -1,0 +1,278 @@
+#!/usr/bin/env python3
+"""A local cluster simulation: plays the parts of a Kubernetes cluster other than the API server.
+
+    cluster.py --kubeconfig PATH [--roles kubelet,scheduler,jobs,gc] [--cluster-domain cluster.local]
+               [--state-dir DIR] [--log-file FILE] [--job-pod-backoff SECONDS]
+
+Roles (each in its own thread, against any API server reachable through the kubeconfig):
+  kubelet    runs pods as processes on this machine (kubelet.py)
+  scheduler  binds pods that have no node to the single node "sim-node" (and creates that Node)
+  jobs       the batch/v1 Job controller (jobcontroller.py)
+  gc         the garbage collector (gc.py)
+
+SIGTERM or SIGINT stops every role, lets the kubelet remove what it created, and exits 0. The
+process also gets SIGTERM when its parent dies (unless --survive-parent), so a crashed test leaves
+nothing behind. DIR/cluster.pid holds the process id while it runs.
+"""
+
+import argparse
+import ctypes
+import logging
+import os
+import signal
+import sys
+import tempfile
+import threading
+import time
+import importlib.util
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from kube import Informer, Kube, KubeError  # noqa: E402
+
+ROLES = ("kubelet", "scheduler", "jobs", "gc")
+NODE_NAME = "sim-node"
+
+log = logging.getLogger("cluster")
+
+
+def action(text):
+    """One line per action a role takes."""
+    logging.getLogger("action").info("%s", text)
+
+
+class Scheduler:
+    """Binds unscheduled pods (of the default scheduler, without scheduling gates) to the one node
+    through the pods/binding subresource, which sets spec.nodeName and PodScheduled."""
+
+    def __init__(self, kube, node_name=NODE_NAME, scheduler_names=("default-scheduler",)):
+        self.kube = kube
+        self.node = node_name
+        self.names = set(scheduler_names)
+        self.pods = Informer(kube, "/api/v1/pods", self._event)
+        self.pending = set()
+        self.cond = threading.Condition()
+        self.binding_served = True
+
+    def _event(self, etype, pod):
+        if etype != "DELETED" and self._wants(pod):
+            with self.cond:
+                self.pending.add((pod["metadata"]["namespace"], pod["metadata"]["name"]))
+                self.cond.notify()
+
+    def _wants(self, pod):
+        meta, spec, st = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
+        if spec.get("nodeName") or meta.get("deletionTimestamp") or st.get("phase") in ("Succeeded", "Failed"):
+            return False
+        if (spec.get("schedulerName") or "default-scheduler") not in self.names:
+            return False
+        if spec.get("schedulingGates"):
+            return False
+        for c in st.get("conditions") or []:
+            if c.get("type") == "PodScheduled" and c.get("status") == "True":
+                return False
+        return True
+
+    def ensure_node(self):
+        node = {"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": self.node, "labels": {"kubernetes.io/hostname": self.node,
+                                                           "kubernetes.io/os": "linux"}}}
+        code, body = self.kube.request("GET", "/api/v1/nodes/" + self.node)
+        if code == 200:
+            return
+        code, body = self.kube.request("POST", "/api/v1/nodes", node)
+        if code in (201, 409):
+            action("scheduler: created node %s" % self.node)
+        elif code in (404, 405):
+            log.info("scheduler: this API server serves no nodes; running without a Node object")
+        else:
+            raise KubeError(code, body)
+
+    def bind(self, ns, name):
+        pod = self.pods.get(ns, name)
+        if pod is None or not self._wants(pod):
+            return
+        code, body = self.kube.request("POST", "/api/v1/namespaces/%s/pods/%s/binding" % (ns, name), {
+            "apiVersion": "v1", "kind": "Binding", "metadata": {"name": name, "namespace": ns},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": self.node}})
+        if code in (200, 201):
+            action("scheduler: bound pod %s/%s to %s" % (ns, name, self.node))
+            return
+        details = (body.get("details") or {}) if isinstance(body, dict) else {}
+        if code == 404 and not details.get("name"):
+            # A bare 404: the server has no pods/binding subresource; pods stay unbound.
+            if self.binding_served:
+                log.warning("scheduler: this API server serves no pods/binding; pods stay unbound")
+                self.binding_served = False
+            return
+        if code in (404, 409):
+            return          # the pod is gone, or another binder was first
+        raise KubeError(code, body)
+
+    def run(self, stop_event):
+        while not stop_event.is_set():
+            try:
+                self.ensure_node()
+                break
+            except (KubeError, OSError) as e:
+                log.warning("scheduler: node %s: %s", self.node, e)
+                stop_event.wait(1.0)
+        self.pods.start(stop_event)
+        last_scan = 0.0
+        while not stop_event.is_set():
+            with self.cond:
+                if not self.pending:
+                    self.cond.wait(0.5)
+                batch, self.pending = sorted(self.pending), set()
+            if time.monotonic() - last_scan > 2.0:
+                last_scan = time.monotonic()
+                batch += [(p["metadata"]["namespace"], p["metadata"]["name"]) for p in self.pods.items() if self._wants(p)]
+            for ns, name in batch:
+                try:
+                    self.bind(ns, name)
+                except (KubeError, OSError) as e:
+                    log.warning("scheduler: pod %s/%s: %s", ns, name, e)
+
+
+def load_gc():
+    """gc.py by path: a plain `import gc` always finds Python's own gc module."""
+    spec = importlib.util.spec_from_file_location("cluster_gc", os.path.join(HERE, "gc.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def die_with_parent():
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM, 0, 0, 0)   # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(prog="cluster.py", description="local cluster simulation (kubelet, "
+                                 "scheduler, batch Job controller, garbage collector)")
+    ap.add_argument("--kubeconfig", required=True, help="kubeconfig of the API server to work against")
+    ap.add_argument("--roles", default=",".join(ROLES),
+                    help="comma-separated subset of %s (default: all)" % ",".join(ROLES))
+    ap.add_argument("--cluster-domain", default="cluster.local", help="DNS domain of services (default cluster.local)")
+    ap.add_argument("--state-dir", help="where the roles keep their state (default: a new temporary directory)")
+    ap.add_argument("--log-file", help="append the log here instead of standard error")
+    ap.add_argument("--job-pod-backoff", type=float, default=10.0, metavar="SECONDS",
+                    help="first delay before a Job's failed pod is replaced, doubled per failure up to 6 min "
+                         "(default 10, as kube-controller-manager; 0 disables)")
+    ap.add_argument("--survive-parent", action="store_true",
+                    help="keep running when the process that started this one exits")
+    ap.add_argument("-v", "--verbose", action="store_true", help="log debug details too")
+    args = ap.parse_args(argv)
+    roles = [r.strip() for r in args.roles.split(",") if r.strip()]
+    bad = [r for r in roles if r not in ROLES]
+    if bad or not roles:
+        ap.print_usage(sys.stderr)
+        sys.stderr.write("cluster.py: error: --roles: unknown role %s (known: %s)\n"
+                         % (", ".join(repr(r) for r in bad) or "(none given)", ", ".join(ROLES)))
+        sys.exit(2)
+    if len(set(roles)) != len(roles):
+        ap.print_usage(sys.stderr)
+        sys.stderr.write("cluster.py: error: --roles: a role is named twice\n")
+        sys.exit(2)
+    if not (0 <= args.job_pod_backoff <= 3600):
+        ap.print_usage(sys.stderr)
+        sys.stderr.write("cluster.py: error: --job-pod-backoff must be between 0 and 3600 seconds\n")
+        sys.exit(2)
+    if not args.cluster_domain or any(not part for part in args.cluster_domain.split(".")):
+        ap.print_usage(sys.stderr)
+        sys.stderr.write("cluster.py: error: --cluster-domain: %r is not a DNS domain\n" % args.cluster_domain)
+        sys.exit(2)
+    args.roles = roles
+    return args
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    handler = logging.FileHandler(args.log_file) if args.log_file else logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s.%(msecs)03d %(name)s: %(message)s", "%H:%M:%S"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG if args.verbose else logging.INFO)
+
+    if not args.survive_parent:
+        die_with_parent()
+        if os.getppid() == 1:
+            log.error("the parent exited before the simulation started")
+            return 1
+
+    state_dir = args.state_dir or tempfile.mkdtemp(prefix="mpijob-cluster.")
+    os.makedirs(state_dir, exist_ok=True)
+    pid_file = os.path.join(state_dir, "cluster.pid")
+    try:
+        kube = Kube.from_kubeconfig(args.kubeconfig)
+    except (OSError, ValueError, KeyError) as e:
+        log.error("kubeconfig %s: %s", args.kubeconfig, e)
+        return 1
+
+    stop = threading.Event()
+    failed = []
+
+    def on_signal(signum, frame):
+        log.info("signal %d: stopping", signum)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    with open(pid_file, "w") as f:
+        f.write("%d\n" % os.getpid())
+
+    kubelet = None
+    runners = []
+    try:
+        if "kubelet" in args.roles:
+            from kubelet import Kubelet
+            kubelet = Kubelet(kube, args.cluster_domain, state_dir)
+            runners.append(("kubelet", kubelet.run))
+        if "scheduler" in args.roles:
+            runners.append(("scheduler", Scheduler(kube).run))
+        if "jobs" in args.roles:
+            from jobcontroller import JobController
+            runners.append(("jobs", JobController(kube, backoff=args.job_pod_backoff, action_log=action).run))
+        if "gc" in args.roles:
+            runners.append(("gc", load_gc().GarbageCollector(kube, action_log=action).run))
+
+        def guarded(name, fn):
+            try:
+                fn(stop)
+            except Exception:
+                log.exception("role %s failed; stopping", name)
+                failed.append(name)
+                stop.set()
+
+        threads = [threading.Thread(target=guarded, args=(n, fn), name=n, daemon=True) for n, fn in runners]
+        for t in threads:
+            t.start()
+        log.info("running roles %s against %s:%s (state in %s)", ",".join(args.roles), kube.host, kube.port, state_dir)
+        while not stop.is_set():
+            stop.wait(0.5)
+        for t in threads:
+            t.join(10.0)
+            if t.is_alive():
+                log.warning("role %s did not stop within 10 s", t.name)
+    finally:
+        stop.set()
+        if kubelet is not None:
+            try:
+                kubelet.cleanup()
+            except Exception:
+                log.exception("kubelet cleanup failed")
+        try:
+            os.unlink(pid_file)
+        except OSError:
+            pass
+    log.info("stopped")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,189 @@
+"""Tests of the garbage collector of cluster.py, and of the client's watch loop (kube.py).
+
+    python3 -m unittest discover -s tests/cluster -p 'test_*.py'
+"""
+
+import os
+import sys
+import threading
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from kube import Kube, KubeError  # noqa: E402
+from test_jobcontroller import (ClusterHarness, ClusterTestCase, JOBS, PODS, job_manifest,  # noqa: E402
+                                wait_for)
+
+CMS = "/api/v1/namespaces/default/configmaps"
+MPIJOBS = "/apis/kubeflow.org/v2beta1/namespaces/default/mpijobs"
+LEASES = "/apis/coordination.k8s.io/v1/namespaces/default/leases"
+
+
+def owned(name, owner, controller=True):
+    ref = {"apiVersion": owner.get("apiVersion"), "kind": owner.get("kind"), "name": owner["metadata"]["name"],
+           "uid": owner["metadata"]["uid"]}
+    if controller:
+        ref.update(controller=True, blockOwnerDeletion=True)
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "ownerReferences": [ref]},
+            "data": {"k": "v"}}
+
+
+def mpijob(name):
+    tmpl = {"spec": {"containers": [{"name": "main", "image": "mpijob-worker:latest"}]}}
+    return {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": name},
+            "spec": {"slotsPerWorker": 1, "mpiReplicaSpecs": {"Launcher": {"replicas": 1, "template": tmpl},
+                                                               "Worker": {"replicas": 1, "template": tmpl}}}}
+
+
+class GarbageCollectorTest(ClusterTestCase):
+    def gone(self, path):
+        return wait_for("%s deleted" % path, lambda: self.k.get(path) is None, harness=self.h)
+
+    def test_deleting_job_deletes_its_pods(self):
+        self.k.create(JOBS, job_manifest("doomed", parallelism=2, completions=2))
+        pods = self.wait_pods("doomed", 2)
+        self.assertTrue(self.k.delete(JOBS + "/doomed"))
+        for p in pods:
+            self.gone(PODS + "/" + p["metadata"]["name"])
+        self.assertIn("gc: deleted pod default/%s" % pods[0]["metadata"]["name"], self.h.log())
+
+    def test_deleting_mpijob_deletes_configmap(self):
+        owner = self.k.create(MPIJOBS, mpijob("mj"))
+        self.k.create(CMS, owned("mj-config", owner))
+        keep = self.k.create(MPIJOBS, mpijob("mj-keep"))
+        self.k.create(CMS, owned("mj-keep-config", keep))
+        time.sleep(1.5)
+        self.assertIsNotNone(self.k.get(CMS + "/mj-config"), "an owner that exists keeps its dependents")
+        self.k.delete(MPIJOBS + "/mj")
+        self.gone(CMS + "/mj-config")
+        self.assertIsNotNone(self.k.get(CMS + "/mj-keep-config"))
+
+    def test_owner_of_an_unwatched_kind(self):
+        lease = self.k.create(LEASES, {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                                       "metadata": {"name": "holder"}, "spec": {"holderIdentity": "x"}})
+        self.k.create(CMS, owned("leased", lease))
+        time.sleep(1.5)
+        self.assertIsNotNone(self.k.get(CMS + "/leased"))
+        self.k.delete(LEASES + "/holder")
+        self.gone(CMS + "/leased")
+
+    def test_recreated_owner_with_another_uid_is_not_the_owner(self):
+        first = self.k.create(MPIJOBS, mpijob("again"))
+        self.k.delete(MPIJOBS + "/again")
+        self.k.create(MPIJOBS, mpijob("again"))
+        self.k.create(CMS, owned("again-config", first))
+        self.gone(CMS + "/again-config")
+
+    def test_non_controller_owners_all_must_be_gone(self):
+        a = self.k.create(MPIJOBS, mpijob("own-a"))
+        b = self.k.create(MPIJOBS, mpijob("own-b"))
+        cm = owned("shared", a, controller=False)
+        cm["metadata"]["ownerReferences"] += owned("x", b, controller=False)["metadata"]["ownerReferences"]
+        self.k.create(CMS, cm)
+        self.k.delete(MPIJOBS + "/own-a")
+        time.sleep(2.0)
+        self.assertIsNotNone(self.k.get(CMS + "/shared"), "one owner is left")
+        self.k.delete(MPIJOBS + "/own-b")
+        self.gone(CMS + "/shared")
+
+    def test_unknown_owner_kind_is_left_alone(self):
+        cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "alien", "ownerReferences": [
+            {"apiVersion": "example.com/v1", "kind": "Thing", "name": "t", "uid": "00000000-0000-0000-0000-000000000001",
+             "controller": True}]}}
+        self.k.create(CMS, cm)
+        time.sleep(2.0)
+        self.assertIsNotNone(self.k.get(CMS + "/alien"))
+
+
+class WatchTest(unittest.TestCase):
+    """kube.Kube.watch against the double's faults: dropped streams, compaction, a restart."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.h = ClusterHarness("gc")
+        cls.k = cls.h.kube
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.h.stop()
+        cls.h.cleanup()
+
+    def test_resume_relist_and_restart(self):
+        path = "/api/v1/namespaces/watched/configmaps"
+        self.k.create(path, {"metadata": {"name": "a"}})
+        events = []
+        lock = threading.Lock()
+
+        def on_event(etype, obj):
+            with lock:
+                events.append((etype, obj["metadata"]["name"]))
+
+        stop = threading.Event()
+        t = threading.Thread(target=self.k.watch, args=(path, None, on_event, stop))
+        t.start()
+        try:
+            wait_for("initial ADDED", lambda: ("ADDED", "a") in events)
+            self.k.request("POST", "/_double/fault", {"dropWatches": True})
+            self.k.create(path, {"metadata": {"name": "b"}})
+            wait_for("b after a dropped watch", lambda: ("ADDED", "b") in events)
+            # Expire every version and drop the stream: the loop must list again and report the
+            # deletion it missed.
+            self.k.request("POST", "/_double/fault", {"blockWatches": True})
+            self.k.request("POST", "/_double/fault", {"dropWatches": True})
+            self.k.delete(path + "/a")
+            self.k.request("POST", "/_double/fault", {"compact": True})
+            self.k.request("POST", "/_double/fault", {"blockWatches": False})
+            wait_for("a reported deleted", lambda: ("DELETED", "a") in events)
+            self.k.request("POST", "/_double/fault", {"restart": {"downMs": 600}})
+            time.sleep(0.3)
+            wait_for("server back", lambda: self._try_create(path, "c"))
+            wait_for("c after a restart", lambda: ("ADDED", "c") in events)
+        finally:
+            stop.set()
+            t.join(10)
+        self.assertFalse(t.is_alive(), "watch returns once stop is set")
+
+    def _try_create(self, path, name):
+        try:
+            self.k.create(path, {"metadata": {"name": name}})
+            return True
+        except (OSError, KubeError):
+            return False
+
+    def test_errors(self):
+        self.assertIsNone(self.k.get("/api/v1/namespaces/default/configmaps/missing"))
+        self.assertFalse(self.k.delete("/api/v1/namespaces/default/configmaps/missing"))
+        self.k.create(CMS, {"metadata": {"name": "dup"}})
+        with self.assertRaises(KubeError) as cm:
+            self.k.create(CMS, {"metadata": {"name": "dup"}})
+        self.assertEqual(cm.exception.code, 409)
+        self.assertEqual(cm.exception.reason, "AlreadyExists")
+        items, rv = self.k.list(CMS, "missing-label=1")
+        self.assertEqual(items, [])
+        self.assertTrue(rv)
+
+    def test_list_pages(self):
+        path = "/api/v1/namespaces/paged/configmaps"
+        for i in range(7):
+            self.k.create(path, {"metadata": {"name": "p%d" % i, "labels": {"set": "p"}}})
+        import kube
+        old = kube.LIST_PAGE
+        kube.LIST_PAGE = 3
+        try:
+            items, _ = self.k.list(path, "set=p")
+        finally:
+            kube.LIST_PAGE = old
+        self.assertEqual(sorted(i["metadata"]["name"] for i in items), ["p%d" % i for i in range(7)])
+
+    def test_kubeconfig_errors(self):
+        bad = os.path.join(self.h.dir, "bad-kubeconfig")
+        with open(bad, "w") as f:
+            f.write("apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\n")
+        with self.assertRaises(ValueError):
+            Kube.from_kubeconfig(bad)
+
+
+if __name__ == "__main__":
+    unittest.main()
