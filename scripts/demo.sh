@@ -1,14 +1,114 @@
-#!/bin/sh
-# make demo: the end-to-end demonstration.
-cat <<'TEXT'
-make demo will start a local cluster on this machine (the API-server double, the operator and
-a simulated kubelet that runs pods as processes in their own network namespaces), apply
-manifests/examples/mpijob-tcp.yaml with kubectl, and follow the MPIJob until it Succeeds with
-the training summary of mpijob-worker.
+#!/usr/bin/env bash
+# make demo: an MPIJob from kubectl apply to Succeeded, on this machine.
+#
+# Starts the API-server double (tests/apiserver), the local cluster simulation (tests/cluster:
+# kubelet, scheduler, Job controller, garbage collector; pods are processes in their own network
+# namespaces) and mpijob-operator, applies manifests/examples/mpijob-tcp.yaml with kubectl, follows
+# the job, prints the training summary, and removes everything it made.
+#
+#   scripts/demo.sh [MANIFEST]        (needs root: network namespaces, bridges, mounts)
+set -u
+cd "$(dirname "$0")/.."
+manifest=${1:-manifests/examples/mpijob-tcp.yaml}
+timeout_s=${DEMO_TIMEOUT:-300}
 
-That is not there yet. This build has the Kubernetes client (src/kube), the API-server double
-(tests/apiserver) and the MPIJob controller (src/mpijob, run by build/bin/mpijob-operator);
-the simulated kubelet and the worker runtime are still to come. `make test` exercises what
-exists, the controller included, against the double.
-TEXT
-exit 1
+say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+fail() { printf '\nmake demo: %s\n' "$*" >&2; exit 1; }
+
+if [ "$(id -u)" -ne 0 ]; then
+    fail "needs root: each simulated pod gets its own network namespace, veth and mounts. Run: sudo make demo"
+fi
+command -v kubectl >/dev/null || fail "kubectl is not installed (https://kubernetes.io/docs/tasks/tools/)"
+
+say "Installing what is missing and building"
+scripts/install-deps.sh || fail "could not install the Debian packages (see above)"
+make --no-print-directory -s all || fail "the build failed"
+
+work=$(mktemp -d /tmp/mpijob-demo.XXXXXX)
+cluster_pid="" operator_pid=""
+cleanup() {
+    trap - EXIT INT TERM
+    [ -n "$operator_pid" ] && kill "$operator_pid" 2>/dev/null
+    [ -n "$cluster_pid" ] && kill "$cluster_pid" 2>/dev/null
+    [ -n "$operator_pid" ] && wait "$operator_pid" 2>/dev/null
+    [ -n "$cluster_pid" ] && wait "$cluster_pid" 2>/dev/null
+    if [ -f "$work/api/pid" ]; then
+        # shellcheck disable=SC2046
+        kill $(cat "$work/api/pid") 2>/dev/null
+    fi
+    [ -n "${DEMO_KEEP:-}" ] && echo "kept: $work" && return
+    rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+say "Starting a Kubernetes API server (the project's double, HTTPS on 127.0.0.1)"
+python3 tests/apiserver/launch.py --state-dir "$work/api" --background \
+    --rbac deploy/mpijob-operator.yaml >/dev/null || fail "the API server did not start"
+export KUBECONFIG="$work/api/kubeconfig"
+echo "kubeconfig: $KUBECONFIG"
+echo "The operator's own token is held to the RBAC of deploy/mpijob-operator.yaml."
+
+say "Starting the local cluster: kubelet, scheduler, Job controller, garbage collector"
+python3 tests/cluster/cluster.py --kubeconfig "$KUBECONFIG" --state-dir "$work/cluster" \
+    --image-bin "$PWD/build/bin/mpijob-worker" \
+    --image-file "$PWD/worker-image/sshd_config=/etc/ssh/sshd_config" \
+    --image-file "$PWD/worker-image/ssh_config=/etc/ssh/ssh_config.d/mpijob.conf" \
+    --job-pod-backoff 1 \
+    --log-file "$work/cluster.log" &
+cluster_pid=$!
+echo "pods run as processes in their own network namespaces, with the worker image's"
+echo "mpijob-worker and ssh settings (worker-image/) in place of the image; log: $work/cluster.log"
+
+say "Starting mpijob-operator"
+build/bin/mpijob-operator --kubeconfig "$work/api/operator.kubeconfig" --lease-namespace mpijob-system \
+    --metrics-addr 0 --health-addr 0 >"$work/operator.log" 2>&1 &
+operator_pid=$!
+echo "log: $work/operator.log"
+
+say "kubectl apply -f $manifest"
+kubectl apply -f "$manifest" || fail "kubectl apply failed"
+name=$(kubectl get -f "$manifest" -o jsonpath='{.metadata.name}') || fail "cannot read the job's name"
+
+say "Following mpijob/$name (kubectl get mpijob $name)"
+last="" state="" launcher_log="" shown=0 end=$((SECONDS + timeout_s))
+kubectl get mpijob "$name" | head -1
+while [ $SECONDS -lt $end ]; do
+    row=$(kubectl get mpijob "$name" --no-headers 2>/dev/null)
+    if [ -n "$row" ] && [ "$row" != "$last" ]; then
+        echo "$row"
+        last=$row
+    fi
+    state=$(kubectl get mpijob "$name" -o jsonpath='{.status.state}' 2>/dev/null)
+    [ -z "$launcher_log" ] && launcher_log=$(ls "$work"/cluster/logs/*"$name"-launcher-*.log 2>/dev/null | head -1)
+    if [ -n "$launcher_log" ]; then
+        total=$(wc -l <"$launcher_log")
+        if [ "$total" -gt "$shown" ]; then
+            sed -n "$((shown + 1)),${total}p" "$launcher_log" | grep -v '"event":"step"' | sed 's/^/  launcher | /'
+            shown=$total
+        fi
+    fi
+    case "$state" in Succeeded | Failed) break ;; esac
+    sleep 1
+done
+
+say "Result"
+kubectl get mpijob "$name"
+echo
+kubectl get pods,jobs
+summary=$( [ -n "$launcher_log" ] && grep '"event":"summary"' "$launcher_log" | tail -1)
+if [ -n "$summary" ]; then
+    echo
+    echo "Training summary (rank 0 of mpijob-worker):"
+    printf '%s\n' "$summary" | python3 -c '
+import json, sys
+s = json.loads(sys.stdin.read())
+for k in ("ranks", "backend", "transport", "loss_first", "loss_last", "weights_identical",
+          "samples_per_sec", "step_ms", "exposed_comm_ms"):
+    print("  %-18s %s" % (k, s.get(k)))'
+fi
+case "$state" in
+    Succeeded) echo; echo "mpijob/$name Succeeded. Cleaning up."; exit 0 ;;
+    Failed) kubectl describe mpijob "$name" | tail -15; fail "mpijob/$name Failed" ;;
+    *) tail -20 "$work/operator.log"; tail -20 "$work/cluster.log"; fail "mpijob/$name did not finish in ${timeout_s} s" ;;
+esac

@@ -960,6 +960,8 @@ def builtin_kinds():
         Kind("", ["v1"], "namespaces", "Namespace", "namespace", namespaced=False, status=True, short=("ns",),
              return_deleted=True, name_rule="label1123", fields=("status.phase",), defaulter=default_namespace,
              bookmark={"spec": {}, "status": {}}),
+        Kind("", ["v1"], "nodes", "Node", "node", namespaced=False, status=True, short=("no",),
+             bookmark={"spec": {}, "status": {}}),
         Kind("coordination.k8s.io", ["v1"], "leases", "Lease", "lease", create_on_update=True,
              bookmark={"spec": {}}),
         Kind("batch", ["v1"], "jobs", "Job", "job", status=True, generation="spec", fields=("status.successful",),
@@ -2893,6 +2895,10 @@ class Api:
                     raise err_method_not_allowed()
                 return self.do_delete_collection(req)
             raise err_method_not_allowed()
+        if req.sub == "binding":
+            if m == "POST":
+                return self.do_bind(req)
+            raise err_method_not_allowed()
         if req.sub:
             if m == "GET":
                 return self.do_get(req)
@@ -2943,6 +2949,41 @@ class Api:
             obj = self._create_object(req.kind, req.version, req.ns, body, req.query, req, warnings,
                                       dry_run=self._dry_run(req))
         return 201, render(req.kind, obj, req.version), self._warn_headers(warnings)
+
+    def do_bind(self, req):
+        """POST pods/<name>/binding, as a scheduler binds a pod: sets spec.nodeName and the
+        PodScheduled condition, once; a pod already bound is a Conflict."""
+        self._require_json(req)
+        body = self._body(req)
+        target = body.get("target") if isinstance(body, dict) else None
+        node = target.get("name") if isinstance(target, dict) else None
+        if not isinstance(node, str) or not node:
+            raise api_error(422, "Invalid", 'Binding.core "%s" is invalid: target.name: Required value' % req.name,
+                            {"name": req.name, "kind": "Binding",
+                             "causes": [{"reason": "FieldValueRequired", "message": "Required value",
+                                         "field": "target.name"}]})
+        with self.store.lock:
+            old = self.store.get(req.kind, req.ns, req.name)
+            if old is None:
+                raise req.kind.not_found(req.name)
+            have = (old.get("spec") or {}).get("nodeName")
+            if have:
+                raise api_error(409, "Conflict", 'Operation cannot be fulfilled on pods/binding "%s": pod %s is '
+                                'already assigned to node "%s"' % (req.name, req.name, have),
+                                {"name": req.name, "kind": "pods/binding"})
+            if old["metadata"].get("deletionTimestamp"):
+                raise api_error(409, "Conflict", 'Operation cannot be fulfilled on pods/binding "%s": pod %s is '
+                                'being deleted, cannot be assigned to a host' % (req.name, req.name),
+                                {"name": req.name, "kind": "pods/binding"})
+            new = copy.deepcopy(old)
+            new.setdefault("spec", {})["nodeName"] = node
+            status = new.setdefault("status", {})
+            conds = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
+            conds.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None,
+                          "lastTransitionTime": now_rfc3339()})
+            status["conditions"] = conds
+            self.store.commit(req.kind, MODIFIED, req.ns, req.name, new, old)
+        return 201, status_body(201, "", None, status="Success"), {}
 
     def do_get(self, req):
         with self.store.lock:
@@ -3580,7 +3621,8 @@ class Api:
             raise err_not_found_generic()
         name = rest[1] if len(rest) > 1 else ""
         sub = rest[2] if len(rest) > 2 else ""
-        if sub and (sub != "status" or not kind.status):
+        binding = sub == "binding" and kind.skey == ("", "pods")
+        if sub and not binding and (sub != "status" or not kind.status):
             raise err_not_found_generic()
         if len(rest) > 1 and not name:
             raise err_not_found_generic()

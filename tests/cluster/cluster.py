@@ -160,6 +160,12 @@ def parse_args(argv):
     ap.add_argument("--cluster-domain", default="cluster.local", help="DNS domain of services (default cluster.local)")
     ap.add_argument("--state-dir", help="where the roles keep their state (default: a new temporary directory)")
     ap.add_argument("--log-file", help="append the log here instead of standard error")
+    ap.add_argument("--image-bin", action="append", default=[], metavar="FILE",
+                    help="a program the pods' image holds in /usr/local/bin (repeatable), e.g. "
+                         "build/bin/mpijob-worker: the kubelet overlays it there in every container")
+    ap.add_argument("--image-file", action="append", default=[], metavar="FILE=PATH",
+                    help="a file the pods' image holds at PATH (repeatable), e.g. "
+                         "worker-image/sshd_config=/etc/ssh/sshd_config")
     ap.add_argument("--job-pod-backoff", type=float, default=10.0, metavar="SECONDS",
                     help="first delay before a Job's failed pod is replaced, doubled per failure up to 6 min "
                          "(default 10, as kube-controller-manager; 0 disables)")
@@ -226,12 +232,19 @@ def main(argv=None):
     with open(pid_file, "w") as f:
         f.write("%d\n" % os.getpid())
 
+    image_files = {}
+    for spec in args.image_file:
+        src, sep, dest = spec.partition("=")
+        if not sep or not src or not dest.startswith("/"):
+            ap.error("--image-file %s: expected FILE=/absolute/path/in/the/image" % spec)
+        image_files[dest] = src
     kubelet = None
     runners = []
     try:
         if "kubelet" in args.roles:
             from kubelet import Kubelet
-            kubelet = Kubelet(kube, args.cluster_domain, state_dir)
+            kubelet = Kubelet(kube, args.cluster_domain, state_dir, image_bin=args.image_bin,
+                              image_files=image_files)
             runners.append(("kubelet", kubelet.run))
         if "scheduler" in args.roles:
             runners.append(("scheduler", Scheduler(kube).run))

@@ -36,11 +36,13 @@ Failed with reason Evicted and a DisruptionTarget condition, without restarts. F
 process, use request(state_dir, "kill"|"evict", ns, name[, message]): it drops a JSON file into
 <state_dir>/control/ and waits for the kubelet's answer file (<id>.done).
 
-The image: a container runs this machine's programs, as it finds them on its PATH. image_bin
-names files that stand for what the image adds to /usr/local/bin (the worker image's
-mpijob-worker): they are copied to <state_dir>/image/bin, and every container sees that folder
-overlaid (read-only overlayfs) on the host's /usr/local/bin, so mpirun, orted and ranks started
-over ssh find them there as in the real image. The host's /usr/local/bin is not changed.
+The image: a container runs this machine's programs, as it finds them on its PATH. image_files
+({path in the image: file here}) stands for what the image adds or replaces: the worker image's
+/usr/local/bin/mpijob-worker, its /etc/ssh/sshd_config and ssh client settings. They are copied
+under <state_dir>/image/root, and every container sees each top folder of them overlaid
+(read-only overlayfs) on the host's, so mpirun, orted, sshd and ranks started over ssh find them
+where the real image has them. image_bin=[file] is short for /usr/local/bin/<name>. The host's
+folders are not changed.
 
 Everything is named after a prefix derived from the state directory (or given): a later Kubelet
 on the same state directory, or sweep(prefix), removes what a crashed run left behind.
@@ -559,8 +561,8 @@ class PodRunner:
     def _start(self, c):
         spec = self._env(c)
         spec["mounts"] = self._mounts(c)
-        if self.k.image_bin_dir and os.path.isdir("/usr/local/bin"):
-            spec["overlays"] = [{"source": self.k.image_bin_dir, "target": "/usr/local/bin"}]
+        if self.k.image_overlays:
+            spec["overlays"] = self.k.image_overlays
         os.makedirs(self.dir, exist_ok=True)
         spec_path = os.path.join(self.dir, "%s%s.json" % ("init-" if c.init else "", c.name))
         with open(spec_path, "w") as f:
@@ -860,10 +862,13 @@ class PodRunner:
 
 class Kubelet:
     def __init__(self, kube, cluster_domain, state_dir, node_name=NODE_NAME, pod_cidr=None, prefix=None,
-                 image_bin=None):
+                 image_bin=None, image_files=None):
         self.kube = kube
-        self.image_bin = [os.path.abspath(p) for p in image_bin or []]
-        self.image_bin_dir = None   # <state_dir>/image/bin once start() made it
+        self.image_files = {os.path.normpath(dest): os.path.abspath(src)
+                            for dest, src in (image_files or {}).items()}
+        for src in image_bin or []:
+            self.image_files["/usr/local/bin/" + os.path.basename(src)] = os.path.abspath(src)
+        self.image_overlays = []   # [{"source": <state_dir>/image/root/<dir>, "target": <dir>}]
         self.domain = (cluster_domain or "").strip(".")
         self.state_dir = os.path.abspath(state_dir)
         self.node = node_name
@@ -1078,24 +1083,34 @@ class Kubelet:
             cidr = DEFAULT_POD_CIDR if netns.cidr_is_free(DEFAULT_POD_CIDR) else netns.free_cidr()
         self.net = netns.Network(self.prefix, cidr)
         self.host_ip = self.net.gateway
-        if self.image_bin:
-            self._make_image_bin()
+        if self.image_files:
+            self._make_image()
         self.net.up()
         self._started = True
         with open(os.path.join(self.state_dir, "kubelet.json"), "w") as f:
             json.dump({"prefix": self.prefix, "podCIDR": str(self.net.net), "bridge": self.net.bridge,
                        "hostIP": self.host_ip, "node": self.node, "pid": os.getpid()}, f)
 
-    def _make_image_bin(self):
-        """<state_dir>/image/bin: copies of image_bin, overlaid on /usr/local/bin in containers."""
-        d = os.path.join(self.state_dir, "image", "bin")
-        shutil.rmtree(d, ignore_errors=True)
-        os.makedirs(d)
-        for path in self.image_bin:
-            if not os.path.isfile(path):
-                raise ValueError("image file %s does not exist" % path)
-            shutil.copy2(path, os.path.join(d, os.path.basename(path)))
-        self.image_bin_dir = d
+    def _make_image(self):
+        """<state_dir>/image/root: copies of image_files; the overlays every container gets."""
+        root = os.path.join(self.state_dir, "image", "root")
+        shutil.rmtree(root, ignore_errors=True)
+        tops = set()
+        for dest, src in self.image_files.items():
+            if not os.path.isabs(dest) or dest == "/":
+                raise ValueError("image path %s is not an absolute file path" % dest)
+            if not os.path.isfile(src):
+                raise ValueError("image file %s does not exist" % src)
+            copy = os.path.join(root, dest.lstrip("/"))
+            os.makedirs(os.path.dirname(copy), exist_ok=True)
+            shutil.copy2(src, copy)
+            tops.add(os.path.dirname(dest))
+        # Overlay a folder once: one of its ancestors' overlays already merges it.
+        tops = sorted(t for t in tops if not any(t != o and t.startswith(o.rstrip("/") + "/") for o in tops))
+        for t in tops:
+            if not os.path.isdir(t):
+                raise ValueError("image folder %s does not exist on this machine" % t)
+        self.image_overlays = [{"source": os.path.join(root, t.lstrip("/")), "target": t} for t in tops]
 
     def run(self, stop_event):
         self.start()

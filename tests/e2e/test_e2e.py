@@ -1,0 +1,214 @@
+#!/usr/bin/env python3
+"""End to end on one machine: MPIJobs applied with kubectl, reconciled by mpijob-operator, their
+pods run by the cluster simulation (tests/cluster: real sshd, real Open MPI across network
+namespaces, the real mpijob-worker), ending as the job's spec says.
+
+Needs root (network namespaces) and the release binaries (make all). Run from the repository
+root: python3 tests/e2e/test_e2e.py
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+ROOT = os.environ.get("MPIJOB_SRC_DIR") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+OPERATOR = os.path.join(ROOT, "build", "bin", "mpijob-operator")
+WORKER = os.path.join(ROOT, "build", "bin", "mpijob-worker")
+TIMEOUT = 120
+
+
+def job(name, launcher_cmd, workers=2, run_policy=None, transport="TCP"):
+    return {
+        "apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": name},
+        "spec": {
+            "slotsPerWorker": 1,
+            "runPolicy": dict({"cleanPodPolicy": "Running"}, **(run_policy or {})),
+            "networking": {"transport": transport},
+            "mpiReplicaSpecs": {
+                "Launcher": {"replicas": 1, "template": {"spec": {"containers": [
+                    {"name": "launcher", "image": "mpijob-worker:latest", "command": launcher_cmd}]}}},
+                "Worker": {"replicas": workers, "template": {"spec": {"containers": [
+                    {"name": "worker", "image": "mpijob-worker:latest"}]}}},
+            },
+        },
+    }
+
+
+def mpirun(*worker_args, np=2):
+    return ["mpirun", "--allow-run-as-root", "-np", str(np), "--bind-to", "none", "mpijob-worker"] + list(worker_args)
+
+
+@unittest.skipUnless(os.geteuid() == 0, "needs root: the cluster simulation makes network namespaces")
+@unittest.skipUnless(shutil.which("kubectl"), "needs kubectl")
+class EndToEnd(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        for b in (OPERATOR, WORKER):
+            if not os.access(b, os.X_OK):
+                raise unittest.SkipTest("%s is not built (make all)" % b)
+        cls.work = tempfile.mkdtemp(prefix="mpijob-e2e-")
+        api = os.path.join(cls.work, "api")
+        subprocess.run([sys.executable, os.path.join(ROOT, "tests", "apiserver", "launch.py"), "--state-dir", api,
+                        "--background", "--rbac", os.path.join(ROOT, "deploy", "mpijob-operator.yaml")],
+                       check=True, stdout=subprocess.DEVNULL)
+        with open(os.path.join(api, "pid")) as f:
+            cls.api_pids = [int(x) for x in f.read().split()]
+        cls.kubeconfig = os.path.join(api, "kubeconfig")
+        cls.operator_kubeconfig = os.path.join(api, "operator.kubeconfig")
+        cls.cluster_state = os.path.join(cls.work, "cluster")
+        cls.cluster = subprocess.Popen(
+            [sys.executable, os.path.join(ROOT, "tests", "cluster", "cluster.py"), "--kubeconfig", cls.kubeconfig,
+             "--state-dir", cls.cluster_state, "--image-bin", WORKER,
+             "--image-file", os.path.join(ROOT, "worker-image", "sshd_config") + "=/etc/ssh/sshd_config",
+             "--image-file", os.path.join(ROOT, "worker-image", "ssh_config") + "=/etc/ssh/ssh_config.d/mpijob.conf",
+             "--job-pod-backoff", "0.5", "--log-file", os.path.join(cls.work, "cluster.log")])
+        cls.operator = None
+        cls.start_operator()
+
+    @classmethod
+    def start_operator(cls):
+        with open(os.path.join(cls.work, "operator.log"), "ab") as log:
+            cls.operator = subprocess.Popen(
+                [OPERATOR, "--kubeconfig", cls.operator_kubeconfig, "--lease-namespace", "mpijob-system",
+                 "--metrics-addr", "0", "--health-addr", "0"], stdout=log, stderr=subprocess.STDOUT)
+
+    @classmethod
+    def tearDownClass(cls):
+        for p in (cls.operator, cls.cluster):
+            if p is not None and p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in (cls.operator, cls.cluster):
+            if p is not None:
+                try:
+                    p.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+        for pid in cls.api_pids:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        if os.environ.get("E2E_KEEP"):
+            print("kept: %s" % cls.work)
+        else:
+            shutil.rmtree(cls.work, ignore_errors=True)
+
+    # ---------------------------------------------------------------- helpers
+    def kubectl(self, *args, stdin=None, check=True):
+        r = subprocess.run(["kubectl", "--kubeconfig", self.kubeconfig] + list(args), input=stdin,
+                           capture_output=True, text=True, timeout=60)
+        if check and r.returncode != 0:
+            self.fail("kubectl %s: %s%s" % (" ".join(args), r.stdout, r.stderr))
+        return r
+
+    def namespace(self):
+        ns = "e2e-" + self._testMethodName[5:].replace("_", "-")[:40]
+        # (kubectl create namespace speaks protobuf, which the double does not; apply speaks JSON)
+        self.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "Namespace",
+                                                           "metadata": {"name": ns}}))
+        return ns
+
+    def apply(self, ns, obj):
+        self.kubectl("apply", "-n", ns, "-f", "-", stdin=json.dumps(obj))
+
+    def mpijob(self, ns, name):
+        r = self.kubectl("get", "mpijob", name, "-n", ns, "-o", "json", check=False)
+        return json.loads(r.stdout) if r.returncode == 0 else None
+
+    def wait_state(self, ns, name, states, timeout=TIMEOUT):
+        end = time.monotonic() + timeout
+        j = None
+        while time.monotonic() < end:
+            j = self.mpijob(ns, name)
+            state = ((j or {}).get("status") or {}).get("state")
+            if state in states:
+                return j
+            time.sleep(0.5)
+        self.fail("mpijob %s/%s never reached %s; status: %s\nlauncher log:\n%s\noperator log tail:\n%s" % (
+            ns, name, states, json.dumps((j or {}).get("status"))[:2000], self.launcher_log(ns, name)[-3000:],
+            self.tail(os.path.join(self.work, "operator.log"))))
+
+    def launcher_log(self, ns, name):
+        logs = os.path.join(self.cluster_state, "logs")
+        out = ""
+        for f in sorted(os.listdir(logs)) if os.path.isdir(logs) else []:
+            if f.startswith("%s_%s-launcher-" % (ns, name)):
+                with open(os.path.join(logs, f), errors="replace") as fh:
+                    out += fh.read()
+        return out
+
+    @staticmethod
+    def tail(path, n=3000):
+        try:
+            with open(path, errors="replace") as f:
+                return f.read()[-n:]
+        except OSError:
+            return ""
+
+    def summary(self, ns, name):
+        lines = [x for x in self.launcher_log(ns, name).splitlines() if '"event":"summary"' in x]
+        self.assertTrue(lines, "no training summary in the launcher's log:\n" + self.launcher_log(ns, name)[-3000:])
+        return json.loads(lines[-1])
+
+    @staticmethod
+    def condition(j, ctype):
+        for c in (j.get("status") or {}).get("conditions") or []:
+            if c.get("type") == ctype:
+                return c
+        return None
+
+    # ---------------------------------------------------------------- scenarios
+    def test_tcp_example_succeeds(self):
+        """manifests/examples/mpijob-tcp.yaml as a user applies it: Succeeded, with real ssh and mpirun
+        between pods in their own network namespaces, and the operator's TCP settings reaching the ranks."""
+        ns = self.namespace()
+        self.kubectl("apply", "-n", ns, "-f", os.path.join(ROOT, "manifests", "examples", "mpijob-tcp.yaml"))
+        j = self.wait_state(ns, "train-tcp", ("Succeeded", "Failed"))
+        self.assertEqual(j["status"]["state"], "Succeeded", self.launcher_log(ns, "train-tcp")[-3000:])
+        self.assertIsNotNone(j["status"].get("completionTime"))
+        s = self.summary(ns, "train-tcp")
+        self.assertEqual(s["ranks"], 2)
+        self.assertTrue(s["weights_identical"])
+        self.assertLess(s["loss_last"], s["loss_first"])
+        # cleanPodPolicy Running: the workers are gone once the job ended
+        end = time.monotonic() + 30
+        while time.monotonic() < end:
+            pods = json.loads(self.kubectl("get", "pods", "-n", ns, "-o", "json").stdout)["items"]
+            if not [p for p in pods if "-worker-" in p["metadata"]["name"]]:
+                break
+            time.sleep(0.5)
+        else:
+            self.fail("the workers were not deleted after the job ended")
+
+    def test_malformed_launcher_command_fails_with_the_reason(self):
+        ns = self.namespace()
+        self.apply(ns, job("bad", ["mpirun", "--no-such-mpirun-flag", "mpijob-worker", "train"],
+                           run_policy={"backoffLimit": 1}))
+        j = self.wait_state(ns, "bad", ("Failed", "Succeeded"))
+        self.assertEqual(j["status"]["state"], "Failed")
+        failed = self.condition(j, "Failed")
+        self.assertIsNotNone(failed)
+        self.assertEqual(failed.get("status"), "True")
+        self.assertIn("backoff limit", (failed.get("message") or "").lower(), json.dumps(failed))
+
+    def test_operator_killed_mid_job_still_succeeds(self):
+        ns = self.namespace()
+        self.apply(ns, job("survivor", mpirun("train", "--steps", "3000", "--log-every", "500")))
+        self.wait_state(ns, "survivor", ("Running",))
+        cls = type(self)
+        cls.operator.send_signal(signal.SIGKILL)
+        cls.operator.wait()
+        time.sleep(1)
+        cls.start_operator()
+        j = self.wait_state(ns, "survivor", ("Succeeded", "Failed"))
+        self.assertEqual(j["status"]["state"], "Succeeded", self.launcher_log(ns, "survivor")[-3000:])
+        self.assertTrue(self.summary(ns, "survivor")["weights_identical"])
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
