@@ -369,14 +369,17 @@ Test(worker_image, ssh_port_agrees)
     int port = sshd_port();
     cr_assert_eq(port, 2222, "sshd_config listens on %d", port);
     cr_expect_eq(runtime_stage(&df)->expose, port);
-    /* The launcher's ssh client must knock on the same port. */
+    /* The launcher's ssh client must knock on the same port: worker-image/ssh_config, installed
+     * as a drop-in of the client's configuration. */
+    const struct copy *client = copy_to(runtime_stage(&df), "/etc/ssh/ssh_config.d/mpijob.conf");
+    cr_assert_not_null(client, "the runtime stage installs no ssh client configuration");
+    cr_assert_str_eq(client->src[0], "worker-image/ssh_config");
+    char *text = read_text("worker-image/ssh_config");
     char want[32];
-    snprintf(want, sizeof(want), "'    Port %d'", port);
-    int found = 0;
-    for (int r = 0; r < runtime_stage(&df)->n_runs; r++)
-        found = found || (strstr(runtime_stage(&df)->runs[r], "ssh_config.d") &&
-                          strstr(runtime_stage(&df)->runs[r], want));
-    cr_expect(found, "no ssh client config with Port %d", port);
+    snprintf(want, sizeof(want), "\n    Port %d\n", port);
+    cr_expect_not_null(strstr(text, want), "worker-image/ssh_config does not set Port %d", port);
+    cr_expect_not_null(strstr(text, "StrictHostKeyChecking no"), "pods' host keys cannot be known in advance");
+    free(text);
     free(df.text);
 }
 
