@@ -11,12 +11,7 @@
 #include <unistd.h>
 
 #include "support/apiserver.h"
-
-static const char *root_dir(void)
-{
-    const char *root = getenv("MPIJOB_SRC_DIR");
-    return root && root[0] ? root : ".";
-}
+#include "support/command.h"
 
 static const char *str_item(const cJSON *obj, const char *key)
 {
@@ -30,36 +25,13 @@ static int int_item(const cJSON *obj, const char *key)
     return cJSON_IsNumber(it) ? it->valueint : -1;
 }
 
-/* Runs a Python check of the double from the repository root; fails the test with its output. */
-static void run_python(const char *script)
+Test(apiserver, replays_recordings, .timeout = 120)
 {
-    char cmd[1024];
-    snprintf(cmd, sizeof(cmd), "cd '%s' && python3 %s 2>&1", root_dir(), script);
-    FILE *p = popen(cmd, "r");
-    cr_assert_not_null(p, "popen: %s", strerror(errno));
-    size_t cap = 1 << 16, len = 0;
-    char *out = malloc(cap);
-    cr_assert_not_null(out);
-    size_t n;
-    while ((n = fread(out + len, 1, cap - len - 1, p)) > 0) {
-        len += n;
-        if (cap - len - 1 == 0) {
-            char *bigger = realloc(out, cap * 2);
-            cr_assert_not_null(bigger);
-            out = bigger;
-            cap *= 2;
-        }
-    }
-    out[len] = 0;
-    int status = pclose(p);
-    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s failed (status %d):\n%s", script, status, out);
-    free(out);
+    test_run_checked("replay_test.py", "python3 tests/apiserver/replay_test.py");
 }
 
-Test(apiserver, replays_recordings, .timeout = 120) { run_python("tests/apiserver/replay_test.py"); }
-
 /* The RBAC authorizer that holds the operator's token to its role. */
-Test(apiserver, rbac_authorizer, .timeout = 60) { run_python("tests/apiserver/test_rbac.py"); }
+Test(apiserver, rbac_authorizer, .timeout = 60) { test_run_checked("test_rbac.py", "python3 tests/apiserver/test_rbac.py"); }
 
 Test(apiserver, starts_and_stops_cleanly, .timeout = 60)
 {
