@@ -116,8 +116,9 @@ def main():
                 os.setgid(int(spec["gid"]))
             if spec.get("uid") is not None:
                 os.setuid(int(spec["uid"]))
-            if spec.get("workingDir"):
-                os.chdir(spec["workingDir"])
+            # The image's working directory is "/" unless the container names one; never the
+            # kubelet's own (which may not even exist behind the container's private /tmp).
+            os.chdir(spec.get("workingDir") or "/")
             os.execvpe(argv[0], argv, env)
         except OSError as e:
             _fail(127 if e.errno in (2, 13) else 126, "cannot run %s: %s" % (argv[0], e))
