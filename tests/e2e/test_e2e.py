@@ -210,5 +210,50 @@ class EndToEnd(unittest.TestCase):
         self.assertTrue(self.summary(ns, "survivor")["weights_identical"])
 
 
+    def test_suspend_then_resume_succeeds(self):
+        ns = self.namespace()
+        self.apply(ns, job("paused", mpirun("train", "--steps", "200"), run_policy={"suspend": True}))
+        self.wait_state(ns, "paused", ("Suspended",))
+        time.sleep(2)
+        pods = json.loads(self.kubectl("get", "pods", "-n", ns, "-o", "json").stdout)["items"]
+        self.assertEqual(pods, [], "a suspended job runs no pod")
+        self.kubectl("patch", "mpijob", "paused", "-n", ns, "--type", "merge", "-p",
+                     '{"spec":{"runPolicy":{"suspend":false}}}')
+        j = self.wait_state(ns, "paused", ("Succeeded", "Failed"))
+        self.assertEqual(j["status"]["state"], "Succeeded", self.launcher_log(ns, "paused")[-3000:])
+
+    def test_worker_killed_mid_training_is_replaced_and_the_retry_succeeds(self):
+        sys.path.insert(0, os.path.join(ROOT, "tests", "cluster"))
+        import kubelet
+        ns = self.namespace()
+        self.apply(ns, job("phoenix", mpirun("train", "--steps", "4000", "--log-every", "500"),
+                           run_policy={"backoffLimit": 3}))
+        self.wait_state(ns, "phoenix", ("Running",))
+        # wait until training really runs (the launcher has logged its start line)
+        end = time.monotonic() + 60
+        while time.monotonic() < end and '"event":"start"' not in self.launcher_log(ns, "phoenix"):
+            time.sleep(0.2)
+        old = json.loads(self.kubectl("get", "pod", "phoenix-worker-0", "-n", ns, "-o", "json").stdout)
+        kubelet.request(self.cluster_state, "kill", ns, "phoenix-worker-0")
+        seen_restarting = False
+        end = time.monotonic() + TIMEOUT
+        state = None
+        while time.monotonic() < end:
+            j = self.mpijob(ns, "phoenix") or {}
+            state = (j.get("status") or {}).get("state")
+            seen_restarting = seen_restarting or state == "Restarting" or bool(
+                (self.condition(j, "Restarting") or {}).get("status") == "True")
+            if state in ("Succeeded", "Failed"):
+                break
+            time.sleep(0.3)
+        self.assertEqual(state, "Succeeded", self.launcher_log(ns, "phoenix")[-3000:])
+        self.assertTrue(seen_restarting, "the job went through Restarting")
+        new = json.loads(self.kubectl("get", "pod", "phoenix-worker-0", "-n", ns, "-o", "json",
+                                      check=False).stdout or "{}")
+        if new:
+            self.assertNotEqual(new["metadata"]["uid"], old["metadata"]["uid"], "the worker was recreated")
+        self.assertGreaterEqual(int((j.get("status") or {}).get("workerRestarts") or 0), 1)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
