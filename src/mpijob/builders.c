@@ -781,6 +781,12 @@ static cJSON *launcher_pod_template(const struct mpijob *job, const struct mpijo
         rc = join_gang(job, o, p.meta, p.spec);
     if (rc == 0)
         rc = transport_apply(job, ROLE_LAUNCHER, p.tmpl, report);
+    /* When mpirun fails, the end of its output (a rank's "RDMA requested but no usable device",
+     * mpirun's own verdict) becomes the container's termination message, and from there the
+     * MPIJob's Failed condition: the user reads why without kubectl logs. A policy the template
+     * sets is kept. */
+    if (rc == 0 && !cJSON_GetObjectItemCaseSensitive(p.container, "terminationMessagePolicy"))
+        rc = put_string(p.container, "terminationMessagePolicy", "FallbackToLogsOnError");
     free(name);
     if (rc < 0) {
         cJSON_Delete(p.tmpl);

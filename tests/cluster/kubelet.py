@@ -186,6 +186,7 @@ class Container:
         self.started_at = None
         self.finished_at = None
         self.exit_code = None
+        self.message = None    # the termination message of the last exit
         self.reason = None
         self.restart_count = 0
         self.last_terminated = None
@@ -198,8 +199,11 @@ class Container:
         self.done = False      # will not run again
 
     def terminated_state(self):
-        return {"exitCode": self.exit_code, "reason": self.reason, "startedAt": self.started_at,
-                "finishedAt": self.finished_at, "containerID": self.container_id()}
+        st = {"exitCode": self.exit_code, "reason": self.reason, "startedAt": self.started_at,
+              "finishedAt": self.finished_at, "containerID": self.container_id()}
+        if self.message:
+            st["message"] = self.message
+        return st
 
     def container_id(self):
         return "sim://%s-%d" % (self.name, self.restart_count)
@@ -616,11 +620,31 @@ class PodRunner:
         code = rc if rc >= 0 else 128 - rc
         c.exit_code = code
         c.reason = "Completed" if code == 0 else "Error"
+        c.message = self._termination_message(c)
         c.finished_at = now_rfc3339()
         c.state = "terminated"
         c.ready = False
         c.proc = None
         return True
+
+    def _termination_message(self, c):
+        """terminationMessagePolicy FallbackToLogsOnError: after a failure, the end of the
+        container's log, as the kubelet takes it (the last 80 lines, at most 2048 bytes). The
+        terminationMessagePath file is not read: containers share this machine's /dev."""
+        if c.exit_code == 0 or c.spec.get("terminationMessagePolicy") != "FallbackToLogsOnError":
+            return None
+        try:
+            with open(self.k.log_path(self.ns, self.name, c.name), "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - 2048))
+                tail = f.read()
+        except OSError:
+            return None
+        text = tail.decode("utf-8", errors="replace")
+        lines = text.split("\n")
+        if len(tail) == 2048 and len(lines) > 1:
+            lines = lines[1:]          # the first line was cut
+        return "\n".join(lines[-81:]).strip("\n") or None
 
     def _after_exit(self, c, can_restart):
         restart = can_restart and (self.policy == "Always" and not c.init

@@ -148,6 +148,18 @@ class KubeletTest(unittest.TestCase):
         self.assertEqual(self.logs(ns, "img"), "/usr/local/bin/image-prog\nfrom the image: ok\n")
         self.assertFalse(os.path.exists("/usr/local/bin/image-prog"), "the host's /usr/local/bin is untouched")
 
+    def test_termination_message_from_the_log_on_error(self):
+        ns = self.ns()
+        self.create(ns, _pod("fails", ["sh", "-c", "echo starting; echo 'it broke: no device' >&2; exit 3"],
+                             container_extra={"terminationMessagePolicy": "FallbackToLogsOnError"}))
+        p = self.wait_phase(ns, "fails", "Failed")
+        t = self.terminated(p)
+        self.assertEqual(t["exitCode"], 3)
+        self.assertEqual(t.get("message"), "starting\nit broke: no device")
+        self.create(ns, _pod("quiet", ["sh", "-c", "echo nothing to see; exit 3"]))
+        p = self.wait_phase(ns, "quiet", "Failed")
+        self.assertNotIn("message", self.terminated(p), "only FallbackToLogsOnError takes the log")
+
     def test_failure_exit_code_and_restart_on_failure(self):
         ns = self.ns()
         self.create(ns, _pod("fails", ["sh", "-c", "echo bad >&2; exit 3"]))
