@@ -255,5 +255,25 @@ class EndToEnd(unittest.TestCase):
         self.assertGreaterEqual(int((j.get("status") or {}).get("workerRestarts") or 0), 1)
 
 
+    def test_legacy_v1alpha2_manifest_succeeds(self):
+        """manifests/examples/mpijob-v1alpha2-legacy.yaml as people have it (v1alpha2, -x NCCL_IB_DISABLE=0
+        in the launcher's mpirun, workers privileged with /dev/infiniband from the host and a GPU
+        limit), with the bundled runtime in place of its python train.py."""
+        import yaml
+        with open(os.path.join(ROOT, "manifests", "examples", "mpijob-v1alpha2-legacy.yaml")) as f:
+            legacy = yaml.safe_load(f)
+        self.assertEqual(legacy["apiVersion"], "kubeflow.org/v1alpha2")
+        launcher = legacy["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
+        cmd = launcher["command"]
+        i = cmd.index("python")
+        launcher["command"] = cmd[:i] + ["mpijob-worker", "train"]
+        ns = self.namespace()
+        self.apply(ns, legacy)
+        name = legacy["metadata"]["name"]
+        j = self.wait_state(ns, name, ("Succeeded", "Failed"))
+        self.assertEqual(j["status"]["state"], "Succeeded", self.launcher_log(ns, name)[-3000:])
+        self.assertTrue(self.summary(ns, name)["weights_identical"])
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
