@@ -470,11 +470,11 @@ class PodRunner:
             elif "hostPath" in vol:
                 hp = vol["hostPath"]
                 p, t = hp.get("path"), hp.get("type") or ""
+                # What is created on the host for the pod is recorded, so cleanup() removes it.
                 if t in ("", "DirectoryOrCreate") and not os.path.exists(p):
-                    os.makedirs(p, mode=0o755, exist_ok=True)
+                    self.k.create_recorded(p, True)
                 elif t == "FileOrCreate" and not os.path.exists(p):
-                    os.makedirs(os.path.dirname(p), exist_ok=True)
-                    open(p, "a").close()
+                    self.k.create_recorded(p, False)
                 elif not os.path.exists(p):
                     raise _Missing("hostPath %s (type %s) does not exist" % (p, t))
                 self.volume_sources[name] = p
@@ -923,6 +923,11 @@ class Kubelet:
         records it, so cleanup() removes it again if it is still empty."""
         if any(target == r or target.startswith(r + "/") for r in PRIVATE_ROOTS):
             return
+        self.create_recorded(target, is_dir)
+
+    def create_recorded(self, target, is_dir):
+        """Creates a missing file or folder on the host (and its missing parents), recorded so
+        that cleanup() removes what it made if it is still empty."""
         with self._lock:
             if os.path.lexists(target):
                 return
