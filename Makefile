@@ -36,7 +36,7 @@ PLUGIN    := build/lib/libmpijob-worker-nccl.so
 NVCC_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
 NVCC_FLAGS := -O2 -std=c++17 -Isrc $(NVCC_ARCH) -Xcompiler -fPIC,-Wall,-Wextra,-Werror -shared
 
-.PHONY: all test deps demo fuzz bench clean rbac-proof
+.PHONY: all test deps demo fuzz bench clean rbac-proof soak
 
 all: build/bin/mpijob-operator build/bin/mpijob-worker $(if $(and $(NVCC),$(NCCL_SRC)),$(PLUGIN))
 
@@ -131,6 +131,10 @@ bench: deps $(BENCH_TARGETS) build/bin/mpijob-worker $(WORKER_BENCH_TARGETS)
 
 demo:
 	@scripts/demo.sh
+
+# Chaos, bounded: 20 MPIJobs at once through operator restarts and dropped watches (as root).
+soak: deps all
+	@python3 tests/e2e/soak.py
 
 # Removes each RBAC rule in turn and shows that some integration test then fails.
 rbac-proof: deps

@@ -8,17 +8,13 @@ root: python3 tests/e2e/test_e2e.py
 """
 import json
 import os
-import shutil
-import signal
-import subprocess
 import sys
-import tempfile
 import time
 import unittest
 
-ROOT = os.environ.get("MPIJOB_SRC_DIR") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-OPERATOR = os.path.join(ROOT, "build", "bin", "mpijob-operator")
-WORKER = os.path.join(ROOT, "build", "bin", "mpijob-worker")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import ROOT, LocalCluster, missing  # noqa: E402
+
 TIMEOUT = 120
 
 
@@ -43,65 +39,22 @@ def mpirun(*worker_args, np=2):
     return ["mpirun", "--allow-run-as-root", "-np", str(np), "--bind-to", "none", "mpijob-worker"] + list(worker_args)
 
 
-@unittest.skipUnless(os.geteuid() == 0, "needs root: the cluster simulation makes network namespaces")
-@unittest.skipUnless(shutil.which("kubectl"), "needs kubectl")
+@unittest.skipIf(missing(), missing())
 class EndToEnd(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        for b in (OPERATOR, WORKER):
-            if not os.access(b, os.X_OK):
-                raise unittest.SkipTest("%s is not built (make all)" % b)
-        cls.work = tempfile.mkdtemp(prefix="mpijob-e2e-")
-        api = os.path.join(cls.work, "api")
-        subprocess.run([sys.executable, os.path.join(ROOT, "tests", "apiserver", "launch.py"), "--state-dir", api,
-                        "--background", "--rbac", os.path.join(ROOT, "deploy", "mpijob-operator.yaml")],
-                       check=True, stdout=subprocess.DEVNULL)
-        with open(os.path.join(api, "pid")) as f:
-            cls.api_pids = [int(x) for x in f.read().split()]
-        cls.kubeconfig = os.path.join(api, "kubeconfig")
-        cls.operator_kubeconfig = os.path.join(api, "operator.kubeconfig")
-        cls.cluster_state = os.path.join(cls.work, "cluster")
-        cls.cluster = subprocess.Popen(
-            [sys.executable, os.path.join(ROOT, "tests", "cluster", "cluster.py"), "--kubeconfig", cls.kubeconfig,
-             "--state-dir", cls.cluster_state, "--image-bin", WORKER,
-             "--image-file", os.path.join(ROOT, "worker-image", "sshd_config") + "=/etc/ssh/sshd_config",
-             "--image-file", os.path.join(ROOT, "worker-image", "ssh_config") + "=/etc/ssh/ssh_config.d/mpijob.conf",
-             "--job-pod-backoff", "0.5", "--log-file", os.path.join(cls.work, "cluster.log")])
-        cls.operator = None
-        cls.start_operator()
-
-    @classmethod
-    def start_operator(cls):
-        with open(os.path.join(cls.work, "operator.log"), "ab") as log:
-            cls.operator = subprocess.Popen(
-                [OPERATOR, "--kubeconfig", cls.operator_kubeconfig, "--lease-namespace", "mpijob-system",
-                 "--metrics-addr", "0", "--health-addr", "0"], stdout=log, stderr=subprocess.STDOUT)
+        cls.c = LocalCluster()
+        cls.kubeconfig = cls.c.kubeconfig
+        cls.cluster_state = cls.c.cluster_state
+        cls.work = cls.c.work
 
     @classmethod
     def tearDownClass(cls):
-        for p in (cls.operator, cls.cluster):
-            if p is not None and p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in (cls.operator, cls.cluster):
-            if p is not None:
-                try:
-                    p.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-        for pid in cls.api_pids:
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        if os.environ.get("E2E_KEEP"):
-            print("kept: %s" % cls.work)
-        else:
-            shutil.rmtree(cls.work, ignore_errors=True)
+        cls.c.stop()
 
     # ---------------------------------------------------------------- helpers
     def kubectl(self, *args, stdin=None, check=True):
-        r = subprocess.run(["kubectl", "--kubeconfig", self.kubeconfig] + list(args), input=stdin,
-                           capture_output=True, text=True, timeout=60)
+        r = self.c.kubectl(*args, stdin=stdin)
         if check and r.returncode != 0:
             self.fail("kubectl %s: %s%s" % (" ".join(args), r.stdout, r.stderr))
         return r
@@ -134,21 +87,10 @@ class EndToEnd(unittest.TestCase):
             self.tail(os.path.join(self.work, "operator.log"))))
 
     def launcher_log(self, ns, name):
-        logs = os.path.join(self.cluster_state, "logs")
-        out = ""
-        for f in sorted(os.listdir(logs)) if os.path.isdir(logs) else []:
-            if f.startswith("%s_%s-launcher-" % (ns, name)):
-                with open(os.path.join(logs, f), errors="replace") as fh:
-                    out += fh.read()
-        return out
+        return self.c.launcher_log(ns, name)
 
-    @staticmethod
-    def tail(path, n=3000):
-        try:
-            with open(path, errors="replace") as f:
-                return f.read()[-n:]
-        except OSError:
-            return ""
+    def tail(self, path, n=3000):
+        return self.c.tail(os.path.basename(path), n)
 
     def summary(self, ns, name):
         lines = [x for x in self.launcher_log(ns, name).splitlines() if '"event":"summary"' in x]
@@ -200,11 +142,7 @@ class EndToEnd(unittest.TestCase):
         ns = self.namespace()
         self.apply(ns, job("survivor", mpirun("train", "--steps", "3000", "--log-every", "500")))
         self.wait_state(ns, "survivor", ("Running",))
-        cls = type(self)
-        cls.operator.send_signal(signal.SIGKILL)
-        cls.operator.wait()
-        time.sleep(1)
-        cls.start_operator()
+        self.c.restart_operator(kill=True)
         j = self.wait_state(ns, "survivor", ("Succeeded", "Failed"))
         self.assertEqual(j["status"]["state"], "Succeeded", self.launcher_log(ns, "survivor")[-3000:])
         self.assertTrue(self.summary(ns, "survivor")["weights_identical"])
