@@ -755,8 +755,10 @@ class PodRunner:
                 self._publish()
                 return
         self.message = None
-        self.net = self.k.net.add_pod()
-        self.pod_ip = self.net.ip
+        net = self.k.net.add_pod()
+        with self.k._lock:
+            self.pod_ip = net.ip
+            self.net = net
         self.k.pod_network_changed(self)
         self._publish()
 
@@ -878,8 +880,9 @@ class PodRunner:
         self._kill_all(grace)
 
     def _teardown(self):
-        if self.net is not None:
+        with self.k._lock:   # hosts files are written from other runners' threads under this lock
             net, self.net = self.net, None
+        if net is not None:
             self.k.pod_network_changed(self)
             self.k.net.remove_pod(net)
 
@@ -997,13 +1000,15 @@ class Kubelet:
 
     def _write_hosts(self):
         with self._lock:
-            live = [r for r in self._runners.values() if r.net is not None]
-            for r in live:
+            # (runner, its network) taken once: a runner tearing down drops its network meanwhile
+            nets = [(r, r.net) for r in self._runners.values() if r.net is not None]
+            live = [r for r, _ in nets]
+            for r, net in nets:
                 try:
-                    self.net.write_file(r.net, "hosts", self._hosts_text(r, live))
-                    self.net.write_file(r.net, "resolv.conf", self._resolv_text(r))
+                    self.net.write_file(net, "hosts", self._hosts_text(r, live))
+                    self.net.write_file(net, "resolv.conf", self._resolv_text(r))
                 except OSError as e:
-                    log.warning("hosts file of %s: %s", r.net.ns, e)
+                    log.warning("hosts file of %s: %s", net.ns, e)
 
     # ---------------------------------------------------------------- test hooks
     def _find(self, ns, name):
