@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -40,9 +41,14 @@ static void find_binary(void)
 /* Starts the operator with args (NULL-terminated after argv[0]); output goes to log_path. */
 static pid_t spawn(char *const args[])
 {
+    pid_t parent = getpid();
     pid_t pid = fork();
     cr_assert_geq(pid, 0);
     if (pid == 0) {
+        /* The operator goes with the test process, also when a runner stops it mid-test. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(1);
         FILE *out = freopen(log_path, "w", stderr);
         (void)out;
         dup2(2, 1);
