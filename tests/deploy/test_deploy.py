@@ -494,9 +494,9 @@ def installed_packages():
 def dependency_closure(roots):
     """The installed packages apt brings with roots (first installed alternative of each)."""
     packages, provides = installed_packages()
-    seen, todo = set(), list(roots)
-    while todo:
-        name = todo.pop()
+    seen, pending = set(), list(roots)
+    while pending:
+        name = pending.pop()
         name = name if name in packages else provides.get(name)
         if name is None or name in seen:
             continue
@@ -504,7 +504,7 @@ def dependency_closure(roots):
         for alternatives in packages[name][1]:
             chosen = next((a for a in alternatives if a in packages or a in provides), None)
             if chosen:
-                todo.append(chosen)
+                pending.append(chosen)
     return seen
 
 

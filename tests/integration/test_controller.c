@@ -531,54 +531,51 @@ Test(controller, steady_state_makes_no_writes)
     cJSON_Delete(log);
 }
 
-Test(controller, gang_scheduling_creates_the_podgroup_before_the_pods)
+/* Gang scheduling with `scheduler`: the PodGroup (in `group`'s API group) is created before the
+ * pods, counts workers + launcher, and the pods name the scheduler and find their group by
+ * `key` in their annotations (Volcano) or labels (scheduler-plugins); suspend deletes the group. */
+static void check_gang(const char *scheduler, const char *name, const struct kube_resource *group,
+                       const char *where, const char *key)
 {
-    REQUIRE_DOUBLE();
     struct controller_config cfg = {.client = operator_client, .threads = 2, .events = recorder,
-                                    .options = {.gang_scheduler = "volcano"}};
+                                    .options = {.gang_scheduler = scheduler}};
     cr_assert_eq(controller_start(&cfg, &ctl), 0);
-    create_job("gang", NULL);
-    cr_assert(wait_exists(&KUBE_JOBS, "gang-launcher", 10000));
+    create_job(name, NULL);
+    char launcher[64], worker0[64], pg_create[96], pod_create[96];
+    snprintf(launcher, sizeof(launcher), "%s-launcher", name);
+    snprintf(worker0, sizeof(worker0), "%s-worker-0", name);
+    cr_assert(wait_exists(&KUBE_JOBS, launcher, 10000));
     char *w = writes();
-    const char *pg = strstr(w, "create podgroups/gang 201");
-    const char *pod = strstr(w, "create pods/gang-worker-0 201");
+    snprintf(pg_create, sizeof(pg_create), "create podgroups/%s 201", name);
+    snprintf(pod_create, sizeof(pod_create), "create pods/%s 201", worker0);
+    const char *pg = strstr(w, pg_create), *pod = strstr(w, pod_create);
     cr_assert(pg && pod && pg < pod, "PodGroup first:\n%s", w);
-    cJSON *group = NULL;
-    cr_assert_eq(kube_get(admin, &PODGROUP_VOLCANO, "default", "gang", &group, NULL), 0);
-    cr_assert_eq(json_int(group, "spec.minMember", 0), 3, "workers + 1");
-    cJSON_Delete(group);
-    cJSON *pod0 = NULL;
-    cr_assert_eq(kube_get(admin, &KUBE_PODS, "default", "gang-worker-0", &pod0, NULL), 0);
-    cr_assert_str_eq(json_string(pod0, "spec.schedulerName"), "volcano");
-    cJSON_Delete(pod0);
+    cJSON *obj = NULL;
+    cr_assert_eq(kube_get(admin, group, "default", name, &obj, NULL), 0);
+    cr_assert_eq(json_int(obj, "spec.minMember", 0), 3, "workers + 1");
+    cJSON_Delete(obj);
+    cr_assert_eq(kube_get(admin, &KUBE_PODS, "default", worker0, &obj, NULL), 0);
+    cr_assert_str_eq(json_string(obj, "spec.schedulerName"), scheduler);
+    const cJSON *ref = cJSON_GetObjectItem(json_path(obj, where), key);
+    cr_assert(cJSON_IsString(ref) && strcmp(ref->valuestring, name) == 0, "the pod names its group in %s", where);
+    cJSON_Delete(obj);
 
-    set_suspend("gang", true);
-    cr_assert(wait_gone(&PODGROUP_VOLCANO, "gang", 10000), "suspend deletes the PodGroup");
+    set_suspend(name, true);
+    cr_assert(wait_gone(group, name, 10000), "suspend deletes the PodGroup");
 }
 
-/* The scheduler-plugins coscheduler: any other scheduler name; its PodGroup lives in
- * scheduling.x-k8s.io and pods find it by label. */
+Test(controller, gang_scheduling_with_volcano)
+{
+    REQUIRE_DOUBLE();
+    check_gang("volcano", "gang", &PODGROUP_VOLCANO, "metadata.annotations", VOLCANO_GROUP_ANNOTATION);
+}
+
+/* Any other scheduler name is the scheduler-plugins coscheduler: scheduling.x-k8s.io PodGroups. */
 Test(controller, gang_scheduling_with_scheduler_plugins)
 {
     REQUIRE_DOUBLE();
-    struct controller_config cfg = {.client = operator_client, .threads = 2, .events = recorder,
-                                    .options = {.gang_scheduler = "scheduler-plugins-scheduler"}};
-    cr_assert_eq(controller_start(&cfg, &ctl), 0);
-    create_job("coscheduled", NULL);
-    cr_assert(wait_exists(&KUBE_JOBS, "coscheduled-launcher", 10000));
-    cJSON *group = NULL;
-    cr_assert_eq(kube_get(admin, &PODGROUP_SCHED_PLUGINS, "default", "coscheduled", &group, NULL), 0);
-    cr_assert_eq(json_int(group, "spec.minMember", 0), 3, "workers + 1");
-    cJSON_Delete(group);
-    cJSON *pod0 = NULL;
-    cr_assert_eq(kube_get(admin, &KUBE_PODS, "default", "coscheduled-worker-0", &pod0, NULL), 0);
-    cr_assert_str_eq(json_string(pod0, "spec.schedulerName"), "scheduler-plugins-scheduler");
-    const cJSON *label = cJSON_GetObjectItem(json_path(pod0, "metadata.labels"), SCHED_PLUGINS_GROUP_LABEL);
-    cr_assert(cJSON_IsString(label) && strcmp(label->valuestring, "coscheduled") == 0, "the pod names its group");
-    cJSON_Delete(pod0);
-
-    set_suspend("coscheduled", true);
-    cr_assert(wait_gone(&PODGROUP_SCHED_PLUGINS, "coscheduled", 10000), "suspend deletes the PodGroup");
+    check_gang("scheduler-plugins-scheduler", "coscheduled", &PODGROUP_SCHED_PLUGINS, "metadata.labels",
+               SCHED_PLUGINS_GROUP_LABEL);
 }
 
 static int count_events(const char *reason)
