@@ -823,6 +823,16 @@ def mpijob_status():
             "Ready workers / desired workers, e.g. 3/4 (the WORKERS column).")),
         "workerRestarts": int32(minimum=0, description=(
             "Failed workers replaced so far; they count against runPolicy.backoffLimit.")),
+        "lastLauncherFailure": obj({
+            "pod": string(description="The launcher pod."),
+            "reason": string(description="Its reason: Error, OOMKilled, Evicted, ..."),
+            "message": string(description=(
+                "Exit code and the launcher's last lines (terminationMessagePolicy "
+                "FallbackToLogsOnError).")),
+            "finishedAt": string(format="date-time"),
+        }, description=(
+            "The launcher's latest failed run. Kept after its pod is gone: under restartPolicy "
+            "OnFailure the Job controller deletes the pod when the Job fails.")),
     }, description="What the operator observed.")
 
 

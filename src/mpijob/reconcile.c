@@ -730,38 +730,87 @@ static int reconcile_valid(struct run *r)
         cJSON_Delete(lj);
         struct kube_object **lpods = NULL;
         int n = cache_list_by_owner(&ctx->pods, job->namespace, launcher->uid, &lpods);
-        char pod_reason[128] = "", pod_message[512] = "";
-        for (int i = 0; i < n; i++) {
+        /* The latest failed launcher run, and whether a run is going on now. */
+        struct pod_run *last = calloc(1, sizeof(*last)), *run = calloc(1, sizeof(*run));
+        char last_pod[256] = "";
+        bool attempt = false;
+        if (!last || !run)
+            rc = KUBE_ENOMEM;
+        for (int i = 0; rc == 0 && i < n; i++) {
             cJSON *p = kube_object_parse(lpods[i]);
             switch (p ? pod_state_of(p) : POD_UNKNOWN) {
             case POD_PENDING: lc.active++; break;
             case POD_RUNNING: lc.active++; break;
             case POD_SUCCEEDED: lc.succeeded++; break;
-            case POD_FAILED:
-                lc.failed++;
-                pod_failure(p, pod_reason, sizeof(pod_reason), pod_message, sizeof(pod_message));
-                break;
+            case POD_FAILED: lc.failed++; break;
             default: break;
             }
             if (p && pod_is_ready(p))
                 lc.ready++;
+            if (p) {
+                pod_run_of(p, run);
+                attempt = attempt || run->in_progress;
+                if (run->failed && (!last->failed || strcmp(run->finished_at, last->finished_at) >= 0)) {
+                    struct pod_run *t = last;
+                    last = run;
+                    run = t;
+                    snprintf(last_pod, sizeof(last_pod), "%s", lpods[i]->name);
+                }
+            }
             cJSON_Delete(p);
         }
         kube_object_list_free(lpods, n > 0 ? (size_t)n : 0);
+        free(run);
+        if (rc == 0 && last->failed && mpijob_status_set_launcher_failure(r->status, last_pod, last) < 0)
+            rc = KUBE_ENOMEM;
 
-        if (js == JOB_COMPLETE) {
+        if (rc != 0) {
+            /* out of memory: nothing decided */
+        } else if (js == JOB_COMPLETE) {
             char msg[300];
             snprintf(msg, sizeof(msg), "MPIJob %s/%s successfully completed.", job->namespace, job->name);
             finish(r, true, "MPIJobSucceeded", msg);
         } else if (js == JOB_FAILED) {
-            char full_reason[300], msg[700];
-            if (strcmp(reason, "BackoffLimitExceeded") == 0 && pod_reason[0])
-                snprintf(full_reason, sizeof(full_reason), "%s/%s", reason, pod_reason);
-            else
-                snprintf(full_reason, sizeof(full_reason), "%s", reason);
-            snprintf(msg, sizeof(msg), "MPIJob %s/%s has failed: %s", job->namespace, job->name,
-                     pod_message[0] ? pod_message : message);
-            finish(r, false, full_reason, msg);
+            /* Out of retries: the launcher's own last words. Under OnFailure the Job controller
+             * has usually deleted the pod by now; status.lastLauncherFailure kept them. Any other
+             * reason (a deadline, say) is the Job's to give. */
+            const cJSON *kept = cJSON_GetObjectItemCaseSensitive(r->status, "lastLauncherFailure");
+            const char *kept_pod = json_string(kept, "pod"), *kept_reason = json_string(kept, "reason");
+            const char *kept_message = json_string(kept, "message");
+            bool backoff = strcmp(reason, "BackoffLimitExceeded") == 0;
+            char *words = NULL;
+            if (backoff && kept_message &&
+                asprintf(&words, "%s: launcher pod %s failed (%s): %s", message, kept_pod ? kept_pod : "?",
+                         kept_reason ? kept_reason : "Error", kept_message) < 0)
+                words = NULL;
+            const char *why = words ? words : message;
+            size_t len = strlen(why) + 700;
+            char *full_reason = malloc(300), *msg = malloc(len);
+            if (full_reason && msg) {
+                if (words && kept_reason && *kept_reason)
+                    snprintf(full_reason, 300, "%s/%s", reason, kept_reason);
+                else
+                    snprintf(full_reason, 300, "%s", reason);
+                snprintf(msg, len, "MPIJob %s/%s has failed: %s", job->namespace, job->name, why);
+                finish(r, false, full_reason, msg);
+            } else {
+                rc = KUBE_ENOMEM;
+            }
+            free(full_reason);
+            free(msg);
+            free(words);
+        } else if (js == JOB_ACTIVE && !suspended && last->failed && !attempt) {
+            /* Between two launcher runs: the Job retries (a new pod, or the kubelet restarts the
+             * container), and the failure is kept here until the next run is going. */
+            size_t len = strlen(last->message) + 600;
+            char *msg = malloc(len);
+            if (msg) {
+                snprintf(msg, len, "launcher pod %s failed (%s): %s", last_pod, last->reason, last->message);
+                mpijob_status_set_condition(r->status, MPIJOB_COND_RESTARTING, true, "MPIJobRestarting", msg, r->now);
+            } else {
+                rc = KUBE_ENOMEM;
+            }
+            free(msg);
         } else if (lc.active > 0 && lc.ready > 0 && workers > 0 && (int)n_running == workers) {
             char msg[300];
             snprintf(msg, sizeof(msg), "MPIJob %s/%s is running.", job->namespace, job->name);
@@ -770,6 +819,7 @@ static int reconcile_valid(struct run *r)
             if (!was)
                 event(r, "Normal", "MPIJobRunning", "%s", msg);
         }
+        free(last);
     }
     kube_object_unref(launcher);
     if (rc == 0) {

@@ -193,36 +193,153 @@ bool pod_is_ready(const cJSON *pod)
     return pod_state_of(pod) == POD_RUNNING && condition_true(pod, "status.conditions", "Ready");
 }
 
-bool pod_failure(const cJSON *pod, char *reason, size_t reason_len, char *message, size_t message_len)
+/* A line of only separators (mpirun frames its reports in dashes) or blanks says nothing. */
+static bool blank_line(const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strchr(" \t\r-=*_#", p[i]))
+            return false;
+    return true;
+}
+
+void status_tidy_message(char *dst, size_t len, const char *src)
+{
+    if (!len)
+        return;
+    size_t o = 0;
+    dst[0] = '\0';
+    while (src && *src) {
+        const char *nl = strchr(src, '\n');
+        size_t n = nl ? (size_t)(nl - src) : strlen(src);
+        size_t keep = n;
+        while (keep && strchr(" \t\r", src[keep - 1]))
+            keep--;
+        if (!blank_line(src, keep)) {
+            size_t sep = o ? 1 : 0;
+            if (o + sep + keep >= len) {
+                /* Cut on a character boundary: never in the middle of a UTF-8 sequence. */
+                if (o + sep >= len - 1)
+                    break;
+                size_t room = len - 1 - o - sep;
+                while (room > 0 && ((unsigned char)src[room] & 0xC0) == 0x80)
+                    room--;
+                if (room == 0)
+                    break;
+                if (sep)
+                    dst[o++] = '\n';
+                memcpy(dst + o, src, room);
+                o += room;
+                break;
+            }
+            if (o)
+                dst[o++] = '\n';
+            memcpy(dst + o, src, keep);
+            o += keep;
+        }
+        src = nl ? nl + 1 : NULL;
+    }
+    dst[o] = '\0';
+}
+
+/* The terminated state that explains a container's failure: the current one, else the last. */
+static const cJSON *failed_run(const cJSON *cs)
+{
+    const cJSON *term = json_path(cs, "state.terminated");
+    if (term && json_int(term, "exitCode", 0) != 0)
+        return term;
+    term = json_path(cs, "lastState.terminated");
+    if (term && json_int(term, "exitCode", 0) != 0)
+        return term;
+    return NULL;
+}
+
+static bool failure_of(const cJSON *pod, char *reason, size_t reason_len, char *message, size_t message_len,
+                       char *finished, size_t finished_len)
 {
     const char *pod_reason = json_string(pod, "status.reason");
     const char *pod_message = json_string(pod, "status.message");
     bool evicted = (pod_reason && strcmp(pod_reason, "Evicted") == 0) ||
                    condition_true(pod, "status.conditions", "DisruptionTarget");
+    if (finished_len)
+        finished[0] = '\0';
     if (pod_reason && *pod_reason) {
         snprintf(reason, reason_len, "%s", pod_reason);
-        snprintf(message, message_len, "%s", pod_message ? pod_message : pod_reason);
+        status_tidy_message(message, message_len, pod_message ? pod_message : pod_reason);
         return evicted;
     }
     const cJSON *cs;
     cJSON_ArrayForEach(cs, json_path(pod, "status.containerStatuses")) {
-        const cJSON *term = json_path(cs, "state.terminated");
+        const cJSON *term = failed_run(cs);
         if (!term)
-            term = json_path(cs, "lastState.terminated");
-        long long code = json_int(term, "exitCode", 0);
-        if (!term || code == 0)
             continue;
+        long long code = json_int(term, "exitCode", 0);
         const char *r = json_string(term, "reason");
         const char *m = json_string(term, "message");
         const char *name = json_string(cs, "name");
+        const char *at = json_string(term, "finishedAt");
         snprintf(reason, reason_len, "%s", r && *r ? r : "Error");
-        snprintf(message, message_len, "container %s exited with code %lld%s%s", name ? name : "?", code,
-                 m && *m ? ": " : "", m && *m ? m : "");
+        int n = snprintf(message, message_len, "container %s exited with code %lld%s", name ? name : "?", code,
+                         m && *m ? ": " : "");
+        if (m && *m && n > 0 && (size_t)n < message_len)
+            status_tidy_message(message + n, message_len - (size_t)n, m);
+        if (finished_len && at)
+            snprintf(finished, finished_len, "%s", at);
         return evicted;
     }
     snprintf(reason, reason_len, "%s", evicted ? "Evicted" : "Failed");
-    snprintf(message, message_len, "%s", pod_message ? pod_message : "pod failed");
+    status_tidy_message(message, message_len, pod_message ? pod_message : "pod failed");
     return evicted;
+}
+
+bool pod_failure(const cJSON *pod, char *reason, size_t reason_len, char *message, size_t message_len)
+{
+    return failure_of(pod, reason, reason_len, message, message_len, NULL, 0);
+}
+
+void pod_run_of(const cJSON *pod, struct pod_run *out)
+{
+    memset(out, 0, sizeof(*out));
+    enum pod_state st = pod_state_of(pod);
+    bool stopped = false; /* a container is down after a failed run: terminated, or waiting to restart */
+    const cJSON *cs;
+    cJSON_ArrayForEach(cs, json_path(pod, "status.containerStatuses")) {
+        if (!failed_run(cs))
+            continue;
+        out->failed = true;
+        if (!json_path(cs, "state.running"))
+            stopped = true;
+    }
+    if (st == POD_FAILED)
+        out->failed = true;
+    out->in_progress = (st == POD_PENDING || st == POD_RUNNING) && !stopped;
+    if (out->failed) {
+        failure_of(pod, out->reason, sizeof(out->reason), out->message, sizeof(out->message), out->finished_at,
+                   sizeof(out->finished_at));
+        if (!out->finished_at[0]) {
+            const char *t = json_string(pod, "metadata.creationTimestamp");
+            snprintf(out->finished_at, sizeof(out->finished_at), "%s", t ? t : "");
+        }
+    }
+}
+
+int mpijob_status_set_launcher_failure(cJSON *status, const char *pod, const struct pod_run *run)
+{
+    const cJSON *have = cJSON_GetObjectItemCaseSensitive(status, "lastLauncherFailure");
+    const char *at = json_string(have, "finishedAt");
+    if (at && strcmp(at, run->finished_at) > 0)
+        return 0;
+    if (have && same_string(have, "pod", pod) && same_string(have, "reason", run->reason) &&
+        same_string(have, "message", run->message) && same_string(have, "finishedAt", run->finished_at))
+        return 0;
+    cJSON *f = cJSON_CreateObject();
+    if (!f || set_field(f, "pod", pod) < 0 || set_field(f, "reason", run->reason) < 0 ||
+        set_field(f, "message", run->message) < 0 || set_field(f, "finishedAt", run->finished_at) < 0) {
+        cJSON_Delete(f);
+        return -ENOMEM;
+    }
+    cJSON_DeleteItemFromObjectCaseSensitive(status, "lastLauncherFailure");
+    cJSON_AddItemToObject(status, "lastLauncherFailure", f);
+    return 1;
 }
 
 enum job_state job_state_of(const cJSON *job, char *reason, size_t reason_len, char *message, size_t message_len)

@@ -57,6 +57,25 @@ bool pod_is_ready(const cJSON *pod);
  * was evicted (status.reason Evicted or a DisruptionTarget condition). */
 bool pod_failure(const cJSON *pod, char *reason, size_t reason_len, char *message, size_t message_len);
 
+/* A pod's runs as the launcher's retries see them. Under restartPolicy OnFailure the kubelet
+ * restarts the container in the same pod, and the Job controller deletes that pod when the Job
+ * fails, so the failure has to be read while the pod is there. */
+struct pod_run {
+    bool failed;            /* the pod Failed, or a container's current or last run exited non-zero */
+    bool in_progress;       /* Pending or Running, no container down after a failed run */
+    char finished_at[40];   /* when the failed run ended (RFC 3339), for picking the latest */
+    char reason[128];       /* as pod_failure writes them */
+    char message[2304];
+};
+void pod_run_of(const cJSON *pod, struct pod_run *out);
+/* Records run (a failed run of launcher pod `pod`) as status.lastLauncherFailure, unless the one
+ * recorded ended later. Returns 1 when changed, 0, or -ENOMEM. */
+int mpijob_status_set_launcher_failure(cJSON *status, const char *pod, const struct pod_run *run);
+
+/* A log tail or termination message made fit for a condition: blank lines and lines of only
+ * separators dropped, trailing blanks trimmed, cut to len on a UTF-8 character boundary. */
+void status_tidy_message(char *dst, size_t len, const char *src);
+
 enum job_state { JOB_ACTIVE, JOB_COMPLETE, JOB_FAILED, JOB_SUSPENDED };
 /* The batch/v1 Job's state from its conditions; on JOB_FAILED, the condition's reason
  * (BackoffLimitExceeded, DeadlineExceeded, ...) and message are written out. */

@@ -675,9 +675,11 @@ out:
 
 /* ---- RDMA device, capability, resource ---------------------------------------------------- */
 
-/* Type Directory: a node without the device directory fails the pod's mount with a clear
- * event, where DirectoryOrCreate would make an empty directory under the host's /dev and leave
- * NCCL to fail later. */
+/* No hostPath type, the way RDMA device plugins' own examples mount it. With type Directory a
+ * node without the device keeps the pod in ContainerCreating for ever (the reason shows only in
+ * an event) and the job hangs. Unchecked, the pod starts; the container runtime makes an empty
+ * directory where none was; and the first process that looks for a device fails with a message
+ * that names it (mpijob-worker's probe, or NCCL with NCCL_NET=IB), which ends the job Failed. */
 static int mount_device_path(const char *path, cJSON *spec, cJSON *container)
 {
     cJSON *mounts, *volumes, *e;
@@ -717,7 +719,7 @@ static int mount_device_path(const char *path, cJSON *spec, cJSON *container)
     if (!reuse) {
         cJSON *v = cJSON_CreateObject(), *hp = cJSON_CreateObject();
         bool ok = v && hp && cJSON_AddStringToObject(v, "name", name) &&
-                  cJSON_AddStringToObject(hp, "path", path) && cJSON_AddStringToObject(hp, "type", "Directory");
+                  cJSON_AddStringToObject(hp, "path", path);
         if (ok && cJSON_AddItemToObject(v, "hostPath", hp)) {
             hp = NULL;
             ok = cJSON_AddItemToArray(volumes, v);

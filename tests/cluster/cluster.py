@@ -12,7 +12,9 @@ Roles (each in its own thread, against any API server reachable through the kube
 
 SIGTERM or SIGINT stops every role, lets the kubelet remove what it created, and exits 0. The
 process also gets SIGTERM when its parent dies (unless --survive-parent), so a crashed test leaves
-nothing behind. DIR/cluster.pid holds the process id while it runs.
+nothing behind. Should this process itself die without cleaning up (SIGKILL, a crash), a reaper
+child it starts removes what the kubelet left (kubelet.reap). DIR/cluster.pid holds the process
+id while it runs.
 """
 
 import argparse
@@ -151,6 +153,39 @@ def die_with_parent():
         pass
 
 
+def start_reaper(state_dir):
+    """Forks a child that waits on a pipe from this process. One byte means this process cleaned
+    up; end of file without it means it died first, and the child removes what the kubelet left
+    (pods' processes, namespaces, links, hostPath folders). The child leaves this process's
+    session and ignores SIGTERM and SIGINT, so a kill of the whole group does not take it along.
+    Returns the pipe's write end, to be written once cleanup is done."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid:
+        os.close(r)
+        return w
+    code = 0
+    try:
+        os.close(w)
+        os.setsid()
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        while True:
+            try:
+                said = os.read(r, 1)
+                break
+            except InterruptedError:
+                continue
+        if not said:
+            from kubelet import reap
+            removed = reap(state_dir)
+            log.warning("the simulation died without cleaning up; removed %d leftovers", len(removed))
+    except BaseException:
+        code = 1
+    finally:
+        os._exit(code)
+
+
 def parse_args(argv):
     ap = argparse.ArgumentParser(prog="cluster.py", description="local cluster simulation (kubelet, "
                                  "scheduler, batch Job controller, garbage collector)")
@@ -192,6 +227,12 @@ def parse_args(argv):
         ap.print_usage(sys.stderr)
         sys.stderr.write("cluster.py: error: --cluster-domain: %r is not a DNS domain\n" % args.cluster_domain)
         sys.exit(2)
+    args.image_files = []
+    for spec in args.image_file:
+        src, sep, dest = spec.partition("=")
+        if not sep or not src or not dest.startswith("/"):
+            ap.error("--image-file %s: expected FILE=/absolute/path/in/the/image" % spec)
+        args.image_files.append((dest, src))
     args.roles = roles
     return args
 
@@ -232,12 +273,9 @@ def main(argv=None):
     with open(pid_file, "w") as f:
         f.write("%d\n" % os.getpid())
 
-    image_files = {}
-    for spec in args.image_file:
-        src, sep, dest = spec.partition("=")
-        if not sep or not src or not dest.startswith("/"):
-            ap.error("--image-file %s: expected FILE=/absolute/path/in/the/image" % spec)
-        image_files[dest] = src
+    reaper = start_reaper(state_dir) if "kubelet" in args.roles else None
+
+    image_files = dict(args.image_files)
     kubelet = None
     runners = []
     try:
@@ -277,6 +315,8 @@ def main(argv=None):
         if kubelet is not None:
             try:
                 kubelet.cleanup()
+                if reaper is not None:
+                    os.write(reaper, b"1")
             except Exception:
                 log.exception("kubelet cleanup failed")
         try:

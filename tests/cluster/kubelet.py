@@ -1169,30 +1169,8 @@ class Kubelet:
 
     # ---------------------------------------------------------------- cleanup
     def _remove_created_paths(self):
-        paths = list(self._created)
-        try:
-            with open(self._created_paths_file) as f:
-                paths += json.load(f)
-        except (OSError, ValueError):
-            pass
-        for top in sorted(set(paths), key=len, reverse=True):
-            try:
-                if os.path.isdir(top) and not os.path.islink(top):
-                    for root, dirs, files in os.walk(top, topdown=False):
-                        if files:
-                            raise OSError("not empty")
-                        for d in dirs:
-                            os.rmdir(os.path.join(root, d))
-                    os.rmdir(top)
-                elif os.path.isfile(top) and os.path.getsize(top) == 0:
-                    os.unlink(top)
-            except OSError:
-                pass
+        remove_created_paths(self._created_paths_file, self._created)
         self._created = []
-        try:
-            os.unlink(self._created_paths_file)
-        except OSError:
-            pass
 
     def cleanup(self):
         """Kills every pod process and removes namespaces, veths, the bridge, /etc/netns folders
@@ -1214,3 +1192,50 @@ class Kubelet:
 def sweep(prefix):
     """Removes what a Kubelet with this prefix left behind (see netns.sweep)."""
     return netns.sweep(prefix)
+
+
+def remove_created_paths(paths_file, paths=()):
+    """Removes the host files and folders a kubelet made for hostPath volumes (listed in
+    paths_file, plus paths), each only while still empty, then paths_file itself."""
+    paths = list(paths)
+    try:
+        with open(paths_file) as f:
+            paths += json.load(f)
+    except (OSError, ValueError):
+        pass
+    removed = []
+    for top in sorted(set(paths), key=len, reverse=True):
+        try:
+            if os.path.isdir(top) and not os.path.islink(top):
+                for root, dirs, files in os.walk(top, topdown=False):
+                    if files:
+                        raise OSError("not empty")
+                    for d in dirs:
+                        os.rmdir(os.path.join(root, d))
+                os.rmdir(top)
+                removed.append(top)
+            elif os.path.isfile(top) and os.path.getsize(top) == 0:
+                os.unlink(top)
+                removed.append(top)
+        except OSError:
+            pass
+    try:
+        os.unlink(paths_file)
+    except OSError:
+        pass
+    return removed
+
+
+def reap(state_dir):
+    """What a kubelet on state_dir left when it died without cleanup() (SIGKILL, a crash): its
+    pods' processes, network namespaces, veths, bridge, /etc/netns folders and the hostPath
+    folders it made. Reads <state_dir>/kubelet.json, written when the kubelet started. Returns
+    what it removed."""
+    try:
+        with open(os.path.join(state_dir, "kubelet.json")) as f:
+            prefix = json.load(f)["prefix"]
+    except (OSError, ValueError, KeyError):
+        return []
+    removed = netns.sweep(prefix)
+    removed += remove_created_paths(os.path.join(state_dir, "created-paths.json"))
+    return removed

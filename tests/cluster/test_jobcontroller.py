@@ -6,6 +6,7 @@ plays the kubelet by patching pod status.
     python3 -m unittest discover -s tests/cluster -p 'test_*.py'
 """
 
+import json
 import os
 import shutil
 import signal
@@ -311,7 +312,8 @@ class CommandLineTest(unittest.TestCase):
     def test_bad_flags_exit_2(self):
         for args in (["--kubeconfig", "x", "--roles", "kubelet,nope"], ["--roles", "jobs"],
                      ["--kubeconfig", "x", "--bogus"], ["--kubeconfig", "x", "--job-pod-backoff", "-1"],
-                     ["--kubeconfig", "x", "--roles", "jobs,jobs"], ["--kubeconfig", "x", "--cluster-domain", "a..b"]):
+                     ["--kubeconfig", "x", "--roles", "jobs,jobs"], ["--kubeconfig", "x", "--cluster-domain", "a..b"],
+                     ["--kubeconfig", "x", "--image-file", "no-destination"]):
             out = self.run_cli(*args)
             self.assertEqual(out.returncode, 2, args)
             self.assertIn("usage:", out.stderr)
@@ -333,6 +335,56 @@ class CommandLineTest(unittest.TestCase):
         finally:
             h.stop()
             h.cleanup()
+
+    @unittest.skipUnless(os.geteuid() == 0, "needs root: network namespaces")
+    def test_sigkill_leaves_nothing_behind(self):
+        """cluster.py killed with SIGKILL, a pod running: its reaper removes the pod's processes,
+        network namespace, links and the hostPath folder the kubelet made."""
+        import random
+        sys.path.insert(0, HERE)
+        import netns
+        h = ClusterHarness("kubelet,scheduler")
+        token = str(random.randrange(100000, 999999))
+        made = os.path.join(tempfile.gettempdir(), "reaper-test-" + token)
+        try:
+            pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "doomed"},
+                   "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+                            "volumes": [{"name": "v", "hostPath": {"path": made + "/inner",
+                                                                   "type": "DirectoryOrCreate"}}],
+                            "containers": [{"name": "main", "image": "x", "command": ["sleep", token],
+                                            "volumeMounts": [{"name": "v", "mountPath": "/mnt/v"}]}]}}
+            h.kube.create("/api/v1/namespaces/default/pods", pod)
+
+            def phase():
+                p = h.kube.get("/api/v1/namespaces/default/pods/doomed") or {}
+                return (p.get("status") or {}).get("phase")
+            wait_for("the pod to run", lambda: phase() == "Running", harness=h)
+
+            def sleepers():
+                found = []
+                for pid in filter(str.isdigit, os.listdir("/proc")):
+                    try:
+                        with open("/proc/%s/cmdline" % pid, "rb") as f:
+                            if f.read().split(b"\0")[:2] == [b"sleep", token.encode()]:
+                                found.append(pid)
+                    except OSError:
+                        pass
+                return found
+            wait_for("the pod's process", sleepers, harness=h)
+            self.assertTrue(os.path.isdir(made + "/inner"))
+            with open(os.path.join(h.dir, "sim", "kubelet.json")) as f:
+                prefix = json.load(f)["prefix"]
+            self.assertTrue(netns.leftovers(prefix))
+
+            h.sim.kill()
+            h.sim.wait(10)
+            h.sim = None
+            wait_for("the reaper to clean up",
+                     lambda: not sleepers() and not netns.leftovers(prefix) and not os.path.exists(made), timeout=30)
+        finally:
+            h.stop()
+            h.cleanup()
+            shutil.rmtree(made, ignore_errors=True)
 
 
 if __name__ == "__main__":

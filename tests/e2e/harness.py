@@ -50,6 +50,9 @@ class LocalCluster:
                            check=True, stdout=subprocess.DEVNULL)
             with open(os.path.join(api, "pid")) as f:
                 self.api_pids = [int(x) for x in f.read().split()]
+            with open(os.path.join(api, "info.json")) as f:
+                # a real kube-apiserver (KUBEBUILDER_ASSETS) has no request log or fault injection
+                self.real_apiserver = json.load(f).get("kind") == "real"
             self.kubeconfig = os.path.join(api, "kubeconfig")
             self.operator_kubeconfig = os.path.join(api, "operator.kubeconfig")
             self.cluster_state = os.path.join(self.work, "cluster")

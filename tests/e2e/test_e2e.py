@@ -137,6 +137,8 @@ class EndToEnd(unittest.TestCase):
         self.assertIsNotNone(failed)
         self.assertEqual(failed.get("status"), "True")
         self.assertIn("backoff limit", (failed.get("message") or "").lower(), json.dumps(failed))
+        # and mpirun's own complaint, which the launcher pod (since deleted) ended with
+        self.assertIn("no-such-mpirun-flag", failed.get("message") or "", json.dumps(failed))
 
     def test_operator_killed_mid_job_still_succeeds(self):
         ns = self.namespace()
@@ -192,6 +194,74 @@ class EndToEnd(unittest.TestCase):
             self.assertNotEqual(new["metadata"]["uid"], old["metadata"]["uid"], "the worker was recreated")
         self.assertGreaterEqual(int((j.get("status") or {}).get("workerRestarts") or 0), 1)
 
+
+    def test_wait_for_workers_ready_creates_the_launcher_after_every_worker_is_ready(self):
+        """launcherCreationPolicy WaitForWorkersReady with a readiness probe on the workers' sshd
+        that holds them un-Ready for a few seconds: no launcher Job until both are Ready, then
+        Succeeded. The order is read off the API server's request log."""
+        ns = self.namespace()
+        j = job("patient", mpirun("train", "--steps", "200"))
+        j["spec"]["launcherCreationPolicy"] = "WaitForWorkersReady"
+        worker = j["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+        worker["readinessProbe"] = {"tcpSocket": {"port": 2222}, "initialDelaySeconds": 4, "periodSeconds": 1}
+        since = None if self.c.real_apiserver else self.c.request_log(1 << 62)["next"]
+        self.apply(ns, j)
+        # While the workers run but are not Ready, there is no launcher. (Jobs are read before
+        # pods: a launcher seen first must find both workers Ready in the later read.)
+        end = time.monotonic() + 60
+        saw_unready_running = False
+        while time.monotonic() < end:
+            jobs = json.loads(self.kubectl("get", "jobs", "-n", ns, "-o", "json").stdout)["items"]
+            pods = json.loads(self.kubectl("get", "pods", "-n", ns, "-o", "json").stdout)["items"]
+            workers = [p for p in pods if "-worker-" in p["metadata"]["name"]]
+            ready = [p for p in workers if any(c.get("type") == "Ready" and c.get("status") == "True"
+                                               for c in (p.get("status") or {}).get("conditions") or [])]
+            if jobs:
+                self.assertEqual(len(ready), 2, "a launcher Job exists while %d of 2 workers are Ready" % len(ready))
+                break
+            saw_unready_running = saw_unready_running or any(
+                (p.get("status") or {}).get("phase") == "Running" and p not in ready for p in workers)
+            time.sleep(0.3)
+        self.assertTrue(saw_unready_running, "the probe held a Running worker un-Ready for a while")
+        j = self.wait_state(ns, "patient", ("Succeeded", "Failed"))
+        self.assertEqual(j["status"]["state"], "Succeeded", self.launcher_log(ns, "patient")[-3000:])
+        if self.c.real_apiserver:
+            return  # no request log there; the reads above checked the order
+
+        log = self.c.request_log(since)["entries"]
+        ready_at = {}
+        for e in log:
+            body = e.get("body") or {}
+            name = (body.get("metadata") or {}).get("name") or e.get("name")
+            if e.get("resource") != "pods" or e.get("subresource") != "status" or e.get("code") != 200 or \
+                    not (name or "").startswith("patient-worker-") or name in ready_at:
+                continue
+            if any(c.get("type") == "Ready" and c.get("status") == "True"
+                   for c in (body.get("status") or {}).get("conditions") or []):
+                ready_at[name] = e["seq"]
+        created = [e["seq"] for e in log if e.get("verb") == "create" and e.get("resource") == "jobs" and
+                   e.get("code") == 201 and ((e.get("body") or {}).get("metadata") or {}).get("name") ==
+                   "patient-launcher"]
+        self.assertEqual(sorted(ready_at), ["patient-worker-0", "patient-worker-1"], ready_at)
+        self.assertEqual(len(created), 1, "the launcher Job is created once")
+        self.assertGreater(created[0], max(ready_at.values()),
+                           "the launcher Job was created after both workers turned Ready")
+
+    def test_rdma_without_a_device_fails_saying_no_device_was_usable(self):
+        """transport RDMA on this machine, which has no RDMA device: the pods start (the device
+        directory is not type-checked), the ranks' probe finds nothing and refuses, and the MPIJob
+        ends Failed with that reason, although under the default restartPolicy OnFailure the Job
+        controller has deleted the launcher pod that said it."""
+        ns = self.namespace()
+        self.apply(ns, job("nordma", mpirun("train"), run_policy={"backoffLimit": 1}, transport="RDMA"))
+        j = self.wait_state(ns, "nordma", ("Failed", "Succeeded"))
+        self.assertEqual(j["status"]["state"], "Failed", self.launcher_log(ns, "nordma")[-3000:])
+        failed = self.condition(j, "Failed")
+        msg = failed.get("message") or ""
+        self.assertIn("RDMA requested but no usable device", msg, json.dumps(failed))
+        self.assertTrue(failed.get("reason", "").startswith("BackoffLimitExceeded"), json.dumps(failed))
+        self.assertNotIn("-----", msg, "mpirun's frames are left out")
+        self.assertIn("no usable device", (j["status"].get("lastLauncherFailure") or {}).get("message", ""))
 
     def test_legacy_v1alpha2_manifest_succeeds(self):
         """manifests/examples/mpijob-v1alpha2-legacy.yaml as people have it (v1alpha2, -x NCCL_IB_DISABLE=0

@@ -397,6 +397,53 @@ static bool wait_gone(const struct kube_resource *res, const char *name, uint64_
     return !exists(res, name);
 }
 
+/* Under restartPolicy OnFailure the kubelet restarts the launcher's container in its pod, and
+ * the Job controller deletes that pod when the Job fails: the launcher's last words must be read
+ * while they are there, and still be the reason the MPIJob gives afterwards. */
+Test(controller, launcher_restart_message_outlives_the_launcher_pod)
+{
+    start_controller();
+    create_job("lr", NULL);
+    cr_assert(wait_exists(&KUBE_JOBS, "lr-launcher", 10000));
+    set_pod_running("lr-worker-0");
+    set_pod_running("lr-worker-1");
+    start_launcher_pod("lr");
+    struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE, .subresource = "status"};
+    const char *restarted =
+        "{\"status\":{\"phase\":\"Running\",\"conditions\":[{\"type\":\"Ready\",\"status\":\"False\"}],"
+        "\"containerStatuses\":[{\"name\":\"launcher\",\"restartCount\":1,\"ready\":false,"
+        "\"state\":{\"waiting\":{\"reason\":\"CrashLoopBackOff\"}},\"lastState\":{\"terminated\":{"
+        "\"exitCode\":1,\"reason\":\"Error\",\"finishedAt\":\"2026-01-01T00:00:05Z\",\"message\":"
+        "\"mpijob-worker train: rank 0: RDMA requested but no usable device: no devices found\\n"
+        "--------------------------------------------------------------------------\\n"
+        "mpirun detected that one or more processes exited with non-zero status\\n\\n  Exit code:    1\\n\"}}}]}}";
+    cr_assert_eq(kube_patch(admin, &KUBE_PODS, "default", "lr-launcher-abcde", restarted, &po, NULL, NULL), 0);
+    cr_assert(wait_condition("lr", "Restarting", "MPIJobRestarting", 10000));
+    cJSON *job = get_job("lr");
+    const char *msg = json_string(mpijob_status_condition(cJSON_GetObjectItem(job, "status"), "Restarting"), "message");
+    cr_assert_not_null(strstr(msg, "launcher pod lr-launcher-abcde failed (Error): container launcher exited with "
+                                   "code 1: mpijob-worker train: rank 0: RDMA requested but no usable device"), "%s", msg);
+    cr_assert_null(strstr(msg, "----"), "separator lines are dropped: %s", msg);
+    cr_assert_null(strstr(msg, "\n\n"), "blank lines are dropped: %s", msg);
+    cJSON_Delete(job);
+
+    /* The Job controller gives up: the pod goes first, then the Job turns Failed. */
+    cr_assert_eq(kube_delete(admin, &KUBE_PODS, "default", "lr-launcher-abcde", NULL, NULL, NULL), 0);
+    cr_assert(wait_gone(&KUBE_PODS, "lr-launcher-abcde", 10000));
+    set_launcher_job_condition("lr", "Failed", "BackoffLimitExceeded");
+    cr_assert(wait_condition("lr", "Failed", NULL, 10000));
+    job = get_job("lr");
+    msg = json_string(mpijob_status_condition(cJSON_GetObjectItem(job, "status"), "Failed"), "message");
+    cr_assert_not_null(strstr(msg, "MPIJob default/lr has failed: from the test: launcher pod lr-launcher-abcde failed (Error)"), "%s",
+                       msg);
+    cr_assert_not_null(strstr(msg, "RDMA requested but no usable device"), "%s", msg);
+    cr_assert_str_eq(json_string(mpijob_status_condition(cJSON_GetObjectItem(job, "status"), "Failed"), "reason"),
+                     "BackoffLimitExceeded/Error");
+    cr_assert_str_eq(json_string(job, "status.lastLauncherFailure.pod"), "lr-launcher-abcde");
+    cr_assert_str_eq(json_string(job, "status.lastLauncherFailure.finishedAt"), "2026-01-01T00:00:05Z");
+    cJSON_Delete(job);
+}
+
 Test(controller, failed_worker_is_replaced_and_the_job_restarts)
 {
     start_controller();

@@ -154,3 +154,59 @@ Test(status, launcher_job_states)
     cr_assert_eq(job_state_of(j, reason, sizeof(reason), message, sizeof(message)), JOB_ACTIVE);
     cJSON_Delete(j);
 }
+
+Test(status, tidy_message_drops_frames_and_cuts_on_a_character)
+{
+    char out[64];
+    status_tidy_message(out, sizeof(out), "first line  \n-----------\n\n   \nsecond\r\n=====\n");
+    cr_assert_str_eq(out, "first line\nsecond");
+    status_tidy_message(out, 8, "abcdefghij");
+    cr_assert_str_eq(out, "abcdefg");
+    /* "é" is two bytes: a cut that would split it leaves it out */
+    status_tidy_message(out, 6, "abcd\xc3\xa9z");
+    cr_assert_str_eq(out, "abcd");
+    status_tidy_message(out, 9, "abc\ndefghijk");
+    cr_assert_str_eq(out, "abc\ndefg");
+    status_tidy_message(out, 5, "abcd\nef");
+    cr_assert_str_eq(out, "abcd");
+    status_tidy_message(out, sizeof(out), NULL);
+    cr_assert_str_eq(out, "");
+}
+
+Test(status, pod_runs_of_a_restarting_launcher)
+{
+    struct pod_run run;
+    cJSON *p = cJSON_Parse("{\"status\":{\"phase\":\"Running\",\"containerStatuses\":[{\"name\":\"l\",\"state\":"
+                           "{\"waiting\":{\"reason\":\"CrashLoopBackOff\"}},\"lastState\":{\"terminated\":{\"exitCode\":2,"
+                           "\"finishedAt\":\"2026-01-01T00:00:09Z\",\"message\":\"bad\\n---\\n\"}}}]}}");
+    pod_run_of(p, &run);
+    cr_assert(run.failed && !run.in_progress, "between two runs");
+    cr_assert_str_eq(run.reason, "Error");
+    cr_assert_str_eq(run.message, "container l exited with code 2: bad");
+    cr_assert_str_eq(run.finished_at, "2026-01-01T00:00:09Z");
+    cJSON_Delete(p);
+
+    p = cJSON_Parse("{\"status\":{\"phase\":\"Running\",\"containerStatuses\":[{\"name\":\"l\",\"state\":"
+                    "{\"running\":{}},\"lastState\":{\"terminated\":{\"exitCode\":2}}}]}}");
+    pod_run_of(p, &run);
+    cr_assert(run.failed && run.in_progress, "the retry runs");
+    cJSON_Delete(p);
+
+    p = cJSON_Parse("{\"metadata\":{\"creationTimestamp\":\"2026-01-01T00:00:00Z\"},\"status\":{\"phase\":"
+                    "\"Failed\",\"reason\":\"Evicted\",\"message\":\"low on memory\"}}");
+    pod_run_of(p, &run);
+    cr_assert(run.failed && !run.in_progress);
+    cr_assert_str_eq(run.reason, "Evicted");
+    cr_assert_str_eq(run.finished_at, "2026-01-01T00:00:00Z", "no finishedAt: the pod's creation orders it");
+    cJSON_Delete(p);
+
+    p = cJSON_Parse("{\"status\":{\"phase\":\"Pending\"}}");
+    pod_run_of(p, &run);
+    cr_assert(!run.failed && run.in_progress);
+    cJSON_Delete(p);
+    p = cJSON_Parse("{\"status\":{\"phase\":\"Succeeded\",\"containerStatuses\":[{\"name\":\"l\",\"state\":"
+                    "{\"terminated\":{\"exitCode\":0}}}]}}");
+    pod_run_of(p, &run);
+    cr_assert(!run.failed && !run.in_progress);
+    cJSON_Delete(p);
+}

@@ -264,8 +264,7 @@ static cJSON *expected_template(enum pod_role role, const struct network_case *n
 
     if (net->transport == TRANSPORT_RDMA) {
         cJSON_AddItemToArray(cJSON_GetObjectItem(spec, "volumes"),
-                             parse("{\"name\":\"rdma-devices\",\"hostPath\":{\"path\":\"/dev/infiniband\","
-                                   "\"type\":\"Directory\"}}"));
+                             parse("{\"name\":\"rdma-devices\",\"hostPath\":{\"path\":\"/dev/infiniband\"}}"));
         cJSON_AddItemToObject(container, "volumeMounts",
                               parse("[{\"name\":\"rdma-devices\",\"mountPath\":\"/dev/infiniband\"}]"));
         cJSON_AddItemToObject(container, "securityContext", parse("{\"capabilities\":{\"add\":[\"IPC_LOCK\"]}}"));
@@ -404,8 +403,7 @@ Test(transport, rdma_openmpi_mpirun_x_gets_x_and_device)
                  "\"volumeMounts\":[{\"name\":\"rdma-devices\",\"mountPath\":\"/dev/infiniband\"}],"
                  "\"securityContext\":{\"capabilities\":{\"add\":[\"IPC_LOCK\"]}},"
                  "\"resources\":{\"limits\":{\"rdma/hca\":\"1\"},\"requests\":{\"rdma/hca\":\"1\"}}}],"
-                 "\"volumes\":[{\"name\":\"rdma-devices\",\"hostPath\":{\"path\":\"/dev/infiniband\","
-                 "\"type\":\"Directory\"}}]}}",
+                 "\"volumes\":[{\"name\":\"rdma-devices\",\"hostPath\":{\"path\":\"/dev/infiniband\"}}]}}",
                  &r, "rdma -x");
     cr_assert_eq(r.n_conflicts + r.n_unforwarded, 0);
     transport_report_free(&r);
@@ -423,8 +421,7 @@ Test(transport, rdma_intel_worker_env_and_device_only)
                  "{\"name\":\"NCCL_IB_HCA\",\"value\":\"vmw_pvrdma0\"}],"
                  "\"volumeMounts\":[{\"name\":\"rdma-devices\",\"mountPath\":\"/dev/infiniband\"}],"
                  "\"securityContext\":{\"capabilities\":{\"add\":[\"IPC_LOCK\"]}}}],"
-                 "\"volumes\":[{\"name\":\"rdma-devices\",\"hostPath\":{\"path\":\"/dev/infiniband\","
-                 "\"type\":\"Directory\"}}]}}",
+                 "\"volumes\":[{\"name\":\"rdma-devices\",\"hostPath\":{\"path\":\"/dev/infiniband\"}}]}}",
                  NULL, "intel worker");
     job_free(job);
 }
@@ -481,8 +478,7 @@ Test(transport, rdma_capability_forms_and_requests_only)
                  "\"limits\":{\"rdma/hca\":2}},"
                  "\"env\":[{\"name\":\"NCCL_IB_DISABLE\",\"value\":\"0\"},{\"name\":\"NCCL_NET\",\"value\":\"IB\"}],"
                  "\"volumeMounts\":[{\"name\":\"rdma-devices\",\"mountPath\":\"/dev/infiniband\"}]}],"
-                 "\"volumes\":[{\"name\":\"rdma-devices\",\"hostPath\":{\"path\":\"/dev/infiniband\","
-                 "\"type\":\"Directory\"}}]}}",
+                 "\"volumes\":[{\"name\":\"rdma-devices\",\"hostPath\":{\"path\":\"/dev/infiniband\"}}]}}",
                  NULL, "CAP_ form, requests only");
     job_free(job);
 }
@@ -496,8 +492,7 @@ Test(transport, rdma_legacy_privileged_template_stays_as_written)
                  "{\"spec\":{\"containers\":[{\"name\":\"w\",\"securityContext\":{\"privileged\":true},"
                  "\"env\":[{\"name\":\"NCCL_IB_DISABLE\",\"value\":\"0\"},{\"name\":\"NCCL_NET\",\"value\":\"IB\"}],"
                  "\"volumeMounts\":[{\"name\":\"rdma-devices\",\"mountPath\":\"/dev/infiniband\"}]}],"
-                 "\"volumes\":[{\"name\":\"rdma-devices\",\"hostPath\":{\"path\":\"/dev/infiniband\","
-                 "\"type\":\"Directory\"}}]}}",
+                 "\"volumes\":[{\"name\":\"rdma-devices\",\"hostPath\":{\"path\":\"/dev/infiniband\"}}]}}",
                  NULL, "privileged");
     job_free(job);
 }
@@ -514,8 +509,7 @@ Test(transport, rdma_never_sets_privileged_and_reports_a_dropped_ipc_lock)
                  "\"capabilities\":{\"drop\":[\"IPC_LOCK\"],\"add\":[\"IPC_LOCK\"]}},"
                  "\"env\":[{\"name\":\"NCCL_IB_DISABLE\",\"value\":\"0\"},{\"name\":\"NCCL_NET\",\"value\":\"IB\"}],"
                  "\"volumeMounts\":[{\"name\":\"rdma-devices\",\"mountPath\":\"/dev/infiniband\"}]}],"
-                 "\"volumes\":[{\"name\":\"rdma-devices\",\"hostPath\":{\"path\":\"/dev/infiniband\","
-                 "\"type\":\"Directory\"}}]}}",
+                 "\"volumes\":[{\"name\":\"rdma-devices\",\"hostPath\":{\"path\":\"/dev/infiniband\"}}]}}",
                  &r, "drop");
     const char *want[] = {"IPC_LOCK: the worker template drops this capability, transport RDMA needs it to "
                           "register memory; the template's drop is kept",
@@ -539,7 +533,7 @@ Test(transport, rdma_volume_names)
                  "\"volumeMounts\":[{\"name\":\"rdma-devices-1\",\"mountPath\":\"/dev/rdma\"}],"
                  "\"securityContext\":{\"capabilities\":{\"add\":[\"IPC_LOCK\"]}}}],"
                  "\"volumes\":[{\"name\":\"rdma-devices\",\"emptyDir\":{}},"
-                 "{\"name\":\"rdma-devices-1\",\"hostPath\":{\"path\":\"/dev/rdma\",\"type\":\"Directory\"}}]}}",
+                 "{\"name\":\"rdma-devices-1\",\"hostPath\":{\"path\":\"/dev/rdma\"}}]}}",
                  NULL, "name taken");
     /* the same host path declared but not mounted in container 0: reused */
     apply_expect(job, ROLE_WORKER,
