@@ -8,7 +8,7 @@
 #
 #   scripts/demo.sh [MANIFEST]        (needs root: network namespaces, bridges, mounts)
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 manifest=${1:-manifests/examples/mpijob-tcp.yaml}
 timeout_s=${DEMO_TIMEOUT:-300}
 
@@ -72,11 +72,15 @@ name=$(kubectl get -f "$manifest" -o jsonpath='{.metadata.name}') || fail "canno
 
 say "Following mpijob/$name (kubectl get mpijob $name)"
 last="" state="" launcher_log="" shown=0 end=$((SECONDS + timeout_s))
-kubectl get mpijob "$name" | head -1
+# Rows as kubectl prints them, one per change, in the header's columns.
+row_format="%-$(( ${#name} + 3 ))s%-12s%-12s%-10s%s\n"
+# shellcheck disable=SC2059
+printf "$row_format" NAME STATE TRANSPORT WORKERS AGE
 while [ $SECONDS -lt $end ]; do
     row=$(kubectl get mpijob "$name" --no-headers 2>/dev/null)
     if [ -n "$row" ] && [ "$row" != "$last" ]; then
-        echo "$row"
+        # shellcheck disable=SC2086,SC2059
+        printf "$row_format" $row
         last=$row
     fi
     state=$(kubectl get mpijob "$name" -o jsonpath='{.status.state}' 2>/dev/null)
@@ -84,7 +88,9 @@ while [ $SECONDS -lt $end ]; do
     if [ -n "$launcher_log" ]; then
         total=$(wc -l <"$launcher_log")
         if [ "$total" -gt "$shown" ]; then
-            sed -n "$((shown + 1)),${total}p" "$launcher_log" | grep -v '"event":"step"' | sed 's/^/  launcher | /'
+            # the launcher's new lines, without per-step lines, each cut to one screen line
+            sed -n "$((shown + 1)),${total}p" "$launcher_log" | grep -v '"event":"step"' |
+                cut -c1-150 | sed 's/^\(.\{149\}\).$/\1 .../; s/^/  launcher | /'
             shown=$total
         fi
     fi
@@ -103,9 +109,16 @@ if [ -n "$summary" ]; then
     printf '%s\n' "$summary" | python3 -c '
 import json, sys
 s = json.loads(sys.stdin.read())
-for k in ("ranks", "backend", "transport", "loss_first", "loss_last", "weights_identical",
-          "samples_per_sec", "step_ms", "exposed_comm_ms"):
-    print("  %-18s %s" % (k, s.get(k)))'
+rows = [
+    ("ranks", s.get("ranks")),
+    ("backend", "%s on %s, transport %s" % (s.get("backend"), s.get("device"), s.get("transport"))),
+    ("loss", "%.4f -> %.4f over %s steps" % (s.get("loss_first"), s.get("loss_last"), s.get("steps"))),
+    ("weights identical", "yes, on every rank" if s.get("weights_identical") else "NO"),
+    ("throughput", "{:,.0f} samples/s, {:.2f} ms a step".format(s.get("samples_per_sec"), s.get("step_ms"))),
+    ("exposed comm", "%.2f ms a step (allreduce not hidden behind compute)" % s.get("exposed_comm_ms")),
+]
+for k, v in rows:
+    print("  %-18s %s" % (k, v))'
 fi
 case "$state" in
     Succeeded) echo; echo "mpijob/$name Succeeded. Cleaning up."; exit 0 ;;
