@@ -45,6 +45,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import schema as crd_schema  # noqa: E402  (tests/apiserver/schema.py: structural schemas)
 import rbac  # noqa: E402  (tests/apiserver/rbac.py: RBAC authorization)
+import protobuf  # noqa: E402  (tests/apiserver/protobuf.py: kubectl create's protobuf bodies)
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MPIJOB_CRD_FILE = os.path.join(REPO_ROOT, "manifests", "crd", "kubeflow.org_mpijobs.yaml")
@@ -2499,6 +2500,7 @@ class Request:
         self.body_bytes = b""
         self.body_json = None
         self.body_error = None
+        self.protobuf_error = None
         self.user_agent = ""
         self.watch = False
 
@@ -2926,6 +2928,8 @@ class Api:
 
     def _require_json(self, req):
         ct = req.content_type
+        if ct == "application/vnd.kubernetes.protobuf" and req.protobuf_error:
+            raise api_error(415, "UnsupportedMediaType", req.protobuf_error)
         if ct not in ("application/json", "application/yaml"):
             raise api_error(415, "UnsupportedMediaType", "the body of the request was in an unknown format - "
                             "accepted media types include: application/json, application/yaml, "
@@ -3853,7 +3857,14 @@ class Handler(BaseHTTPRequestHandler):
             req.body_bytes = self._read_body()
         except ApiError as e:
             body_exc = e
-        if req.body_bytes:
+        if req.body_bytes and req.content_type == "application/vnd.kubernetes.protobuf":
+            # kubectl create sends protobuf; what protobuf.py describes becomes the JSON it means
+            try:
+                req.body_json = protobuf.decode(req.body_bytes)
+                req.content_type = "application/json"
+            except protobuf.ProtobufError as e:
+                req.protobuf_error = str(e)
+        elif req.body_bytes:
             try:
                 req.body_json = json.loads(req.body_bytes.decode("utf-8"))
                 if json_depth(req.body_json) > MAX_DEPTH:

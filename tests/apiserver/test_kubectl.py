@@ -9,6 +9,7 @@ Needs kubectl on PATH (skipped otherwise) and PyYAML. Everything it writes lies 
 directory: the double's state, kubectl's cache and HOME.
 """
 
+import base64
 import json
 import os
 import shutil
@@ -30,6 +31,7 @@ KUBECTL = shutil.which("kubectl")
 
 sys.path.insert(0, HERE)
 import apiserver  # noqa: E402  (the pure helpers: durations, JSONPath, Accept negotiation)
+import protobuf  # noqa: E402
 
 POD_AND_JOB = """
 apiVersion: v1
@@ -304,6 +306,63 @@ class KubectlTest(unittest.TestCase):
         self.assertEqual(len(events[0]["object"]["columnDefinitions"]), 5)
         self.assertEqual(events[1]["object"]["columnDefinitions"], [])
         self.assertEqual(events[0]["object"]["rows"][0]["cells"][1], "Running")
+
+
+    def test_07_kubectl_create_speaks_protobuf(self):
+        """kubectl create sends Namespaces, ConfigMaps and Secrets as protobuf; other kinds get a
+        415 that says what to do instead."""
+        self.kubectl("create", "namespace", "made-by-create")
+        self.kubectl("label", "namespace", "made-by-create", "team=a")
+        ns = json.loads(self.kubectl("get", "namespace", "made-by-create", "-o", "json").stdout)
+        self.assertEqual(ns["metadata"]["labels"]["team"], "a")
+        self.kubectl("create", "configmap", "cm", "-n", "made-by-create", "--from-literal=a=b", "--from-literal=c=")
+        cm = json.loads(self.kubectl("get", "configmap", "cm", "-n", "made-by-create", "-o", "json").stdout)
+        self.assertEqual(cm["data"], {"a": "b", "c": ""})
+        self.kubectl("create", "secret", "generic", "s", "-n", "made-by-create", "--from-literal=k=v\u00e9")
+        sec = json.loads(self.kubectl("get", "secret", "s", "-n", "made-by-create", "-o", "json").stdout)
+        self.assertEqual(base64.b64decode(sec["data"]["k"]).decode(), "v\u00e9")
+        self.assertEqual(sec["type"], "Opaque")
+        p = self.kubectl("create", "job", "j", "-n", "made-by-create", "--image=busybox", ok=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("send batch/v1 Job as JSON", p.stderr)
+        self.kubectl("delete", "namespace", "made-by-create")
+
+
+class ProtobufTest(unittest.TestCase):
+    """tests/apiserver/protobuf.py on bodies built by hand."""
+
+    def test_round_trip(self):
+        obj = {"apiVersion": "v1", "kind": "Secret",
+               "metadata": {"name": "s", "namespace": "n", "labels": {"a": "1"}, "finalizers": ["x", "y"]},
+               "data": {"k": base64.b64encode(b"\x00\xff").decode()}, "type": "Opaque", "immutable": True}
+        self.assertEqual(protobuf.decode(protobuf.encode(obj)), obj)
+
+    def test_zero_fields_are_unset_and_set_ones_are_refused(self):
+        base = protobuf.encode({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "n"}})
+        meta = protobuf.encode_message({"name": "n"}, protobuf.OBJECT_META)
+        # selfLink "" and generation 0, as Go writes every non-pointer field: accepted
+        zero = meta + protobuf._enc_bytes(4, b"") + protobuf._key(7, 0) + protobuf._enc_varint(0)
+        body = protobuf.MAGIC + protobuf._enc_bytes(1, protobuf._enc_bytes(1, b"v1") + protobuf._enc_bytes(2, b"Namespace")) \
+            + protobuf._enc_bytes(2, protobuf._enc_bytes(1, zero))
+        self.assertEqual(protobuf.decode(body)["metadata"], {"name": "n"})
+        # generation 3 is set and not described: refused, never dropped
+        set_ = meta + protobuf._key(7, 0) + protobuf._enc_varint(3)
+        body = protobuf.MAGIC + protobuf._enc_bytes(1, protobuf._enc_bytes(1, b"v1") + protobuf._enc_bytes(2, b"Namespace")) \
+            + protobuf._enc_bytes(2, protobuf._enc_bytes(1, set_))
+        with self.assertRaisesRegex(protobuf.ProtobufError, "Namespace.metadata: field 7 is set"):
+            protobuf.decode(body)
+        self.assertTrue(base.startswith(protobuf.MAGIC))
+
+    def test_malformed_bodies(self):
+        good = protobuf.encode({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"},
+                                "data": {"a": "b"}})
+        for bad, why in ((b"{}", "prefix"), (good[:-3], "runs past the end|truncated"),
+                         (protobuf.MAGIC + b"\x0b", "wire type 3"), (protobuf.MAGIC + b"\x08\xff", "truncated varint")):
+            with self.assertRaisesRegex(protobuf.ProtobufError, why):
+                protobuf.decode(bad)
+        body = protobuf.MAGIC + protobuf._enc_bytes(1, protobuf._enc_bytes(1, b"apps/v1") + protobuf._enc_bytes(2, b"Deployment"))
+        with self.assertRaisesRegex(protobuf.ProtobufError, "only for v1 ConfigMap, v1 Namespace, v1 Secret"):
+            protobuf.decode(body)
 
 
 class HelpersTest(unittest.TestCase):

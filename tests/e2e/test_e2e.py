@@ -61,9 +61,7 @@ class EndToEnd(unittest.TestCase):
 
     def namespace(self):
         ns = "e2e-" + self._testMethodName[5:].replace("_", "-")[:40]
-        # (kubectl create namespace speaks protobuf, which the double does not; apply speaks JSON)
-        self.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "Namespace",
-                                                           "metadata": {"name": ns}}))
+        self.kubectl("create", "namespace", ns)
         return ns
 
     def apply(self, ns, obj):
