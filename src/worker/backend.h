@@ -34,7 +34,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define WK_BACKEND_ABI 1
+#define WK_BACKEND_ABI 2
 #define WK_NCCL_ID_BYTES 128
 
 struct wk_ctx; /* a backend's own state, opaque to its callers */
@@ -59,8 +59,13 @@ struct wk_ops {
     int (*available)(char *why, size_t why_len);
     int (*unique_id)(unsigned char id[WK_NCCL_ID_BYTES], char *why, size_t why_len);
 
-    /* init fails with why[] set; on success *out is the context, to be given to fini. */
+    /* init: this rank's own set-up (device, streams, libraries); fails with why[] set, and on
+     * success *out is the context, to be given to fini. connect: joins the other ranks (NCCL's
+     * communicator), a collective that waits for every rank, so it is called only once every
+     * rank's init succeeded: a rank whose init failed would leave the others waiting in it for
+     * ever. NULL when init needs no second step (mpi). */
     int (*init)(const struct wk_init *in, struct wk_ctx **out, char *why, size_t why_len);
+    int (*connect)(struct wk_ctx *ctx, char *why, size_t why_len);
     void (*fini)(struct wk_ctx *ctx);
     const char *(*error)(struct wk_ctx *ctx);
     /* A short description of the device: "NVIDIA H100 80GB HBM3 (device 0)" or "cpu". */

@@ -172,20 +172,24 @@ int wk_session_backend(struct wk_session *s, enum wk_backend_choice choice)
         return -1;
     }
     MPI_Bcast(in.nccl_id, WK_NCCL_ID_BYTES, MPI_UNSIGNED_CHAR, 0, world);
-    why[0] = '\0';
-    int rc = gpu->init(&in, &s->ctx, why, sizeof(why));
-    ok = rc == 0;
-    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, world);
-    if (!all_ok) {
-        char reasons[1024];
-        gather_reasons(s, ok ? "" : why, reasons, sizeof(reasons));
-        if (s->rank == 0)
-            fprintf(stderr, "mpijob-worker: the nccl backend failed to start: %s\n", reasons);
-        if (ok) {
-            gpu->fini(s->ctx);
-            s->ctx = NULL;
+    /* Step 3: each rank's own set-up, agreed; only then the collective connect, which would
+     * wait for ever on a rank that is not coming. */
+    for (int step = 0; step < 2; step++) {
+        why[0] = '\0';
+        int rc = step == 0 ? gpu->init(&in, &s->ctx, why, sizeof(why)) : gpu->connect(s->ctx, why, sizeof(why));
+        ok = rc == 0;
+        MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, world);
+        if (!all_ok) {
+            char reasons[1024];
+            gather_reasons(s, ok ? "" : why, reasons, sizeof(reasons));
+            if (s->rank == 0)
+                fprintf(stderr, "mpijob-worker: the nccl backend failed to start: %s\n", reasons);
+            if (s->ctx != NULL) {
+                gpu->fini(s->ctx);
+                s->ctx = NULL;
+            }
+            return -1;
         }
-        return -1;
     }
     s->ops = gpu;
     return 0;

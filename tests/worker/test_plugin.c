@@ -32,7 +32,7 @@ static const char FAKE_SRC[] =
     "#define NOP_OP(f) .f = (__typeof__(((struct wk_ops *)0)->f))nop\n"
     "__attribute__((used)) static const struct wk_ops table = {\n"
     "  .abi = TABLE_ABI, .name = \"fake\", .available = available,\n"
-    "  NOP_OP(unique_id), NOP_OP(init), NOP_OP(fini), NOP_OP(error), NOP_OP(device), NOP_OP(alloc),\n"
+    "  NOP_OP(unique_id), NOP_OP(init), NOP_OP(connect), NOP_OP(fini), NOP_OP(error), NOP_OP(device), NOP_OP(alloc),\n"
     "  NOP_OP(release), NOP_OP(upload), NOP_OP(download), NOP_OP(gemm), NOP_OP(bias_act),\n"
     "  NOP_OP(relu_backward), NOP_OP(bias_grad), NOP_OP(mse), NOP_OP(sgd), NOP_OP(fill),\n"
     "  NOP_OP(bucket_ready), NOP_OP(finish), NOP_OP(allreduce),\n"

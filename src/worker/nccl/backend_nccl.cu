@@ -54,6 +54,10 @@ struct wk_ctx {
     cudaStream_t comm_stream;
     cublasHandle_t blas;
     ncclComm_t comm;
+    /* what connect() needs: the id rank 0 made, this rank and the number of ranks */
+    ncclUniqueId uid;
+    int rank;
+    int size;
     /* ev_ready[0..n_ready): ordering only (no timing), created on first use of each index. */
     cudaEvent_t *ev_ready;
     int n_ready;
@@ -348,15 +352,24 @@ int init_steps(wk_ctx *ctx, const wk_init *in)
     /* Plain FP32 (no TF32), so the numbers compare with the CPU backend's. */
     BLAS_TRY(ctx, op, "cublasSetMathMode", cublasSetMathMode(ctx->blas, CUBLAS_DEFAULT_MATH));
 
-    ncclUniqueId uid;
-    memcpy(&uid, in->nccl_id, sizeof(uid));
+    static_assert(sizeof(ctx->uid) <= WK_NCCL_ID_BYTES, "an NCCL id fits wk_init.nccl_id");
+    memcpy(&ctx->uid, in->nccl_id, sizeof(ctx->uid));
+    ctx->rank = in->rank;
+    ctx->size = in->size;
+    return 0;
+}
+
+/* The collective step, once every rank's init succeeded (see backend.h). */
+int connect(wk_ctx *ctx, char *why, size_t why_len)
+{
     ncclComm_t comm = NULL;
-    ncclResult_t r = ncclCommInitRank(&comm, in->size, uid, in->rank);
+    ncclResult_t r = ncclCommInitRank(&comm, ctx->size, ctx->uid, ctx->rank);
     if (r != ncclSuccess) {
         const char *last = ncclGetLastError(comm);
         set_err(ctx->err, sizeof(ctx->err), "init: ncclCommInitRank (rank %d of %d, %s): %s%s%s",
-                in->rank, in->size, ctx->name, ncclGetErrorString(r),
+                ctx->rank, ctx->size, ctx->name, ncclGetErrorString(r),
                 last != NULL && last[0] != '\0' ? ": " : "", last != NULL ? last : "");
+        set_err(why, why_len, "%s", ctx->err);
         if (comm != NULL)
             (void)ncclCommAbort(comm);
         return -EIO;
@@ -656,6 +669,7 @@ wk_ops make_table()
     t.available = available;
     t.unique_id = unique_id;
     t.init = init;
+    t.connect = connect;
     t.fini = fini;
     t.error = error;
     t.device = device;
