@@ -102,6 +102,11 @@ int mpijob_parse(const cJSON *obj, const struct mpijob_limits *limits, struct mp
                  struct mpijob_problems *problems);
 void mpijob_free(struct mpijob *job);
 
+/* A non-negative Kubernetes quantity, as resource.ParseQuantity reads one: digits with at most
+ * one '.', then nothing, a decimal SI suffix (n u m k M G T P E), a binary one (Ki .. Ei) or an
+ * exponent (e3, E-2). "4", "0.5", "500m", "8Gi", "1e3", "1Ei". */
+bool mpijob_quantity_valid(const char *s);
+
 const char *mpi_implementation_name(enum mpi_implementation impl); /* "OpenMPI", "Intel", "MPICH" */
 const char *transport_name(enum transport t);                      /* "Auto", "TCP", "RDMA" */
 const char *clean_pod_policy_name(enum clean_pod_policy p);        /* "None", "Running", "All" */

@@ -580,8 +580,7 @@ static void parse_spec_top(struct check *c, const cJSON *spec, struct mpijob *jo
 
 /* ---- spec.runPolicy ---------------------------------------------------------------------- */
 
-/* A non-negative Kubernetes quantity: "4", "0.5", "500m", "8Gi", "1e3". */
-static bool is_quantity(const char *s)
+bool mpijob_quantity_valid(const char *s)
 {
     static const char *const suffixes[] = {"", "n", "u", "m", "k", "M", "G", "T", "P", "E",
                                            "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"};
@@ -594,19 +593,19 @@ static bool is_quantity(const char *s)
     }
     if (digits == 0)
         return false;
-    if ((*s == 'e' || *s == 'E') && s[1]) {
-        const char *e = s + 1 + (s[1] == '+' || s[1] == '-');
-        if (!*e)
-            return false;
-        for (; *e; e++)
-            if (*e < '0' || *e > '9')
-                return false;
-        return true;
-    }
+    /* A suffix first: "Ei" is exbi, not an exponent. */
     for (size_t i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++)
         if (strcmp(s, suffixes[i]) == 0)
             return true;
-    return false;
+    if (*s != 'e' && *s != 'E')
+        return false;
+    const char *e = s + 1 + (s[1] == '+' || s[1] == '-');
+    if (!*e)
+        return false;
+    for (; *e; e++)
+        if (*e < '0' || *e > '9')
+            return false;
+    return true;
 }
 
 static bool check_quantity(struct check *c, const cJSON *item, const char *field)
@@ -617,9 +616,9 @@ static bool check_quantity(struct check *c, const cJSON *item, const char *field
         size_t len = strlen(item->valuestring);
         if (len > MAX_QUANTITY_LENGTH)
             problem(c, field, "%s, got a string of %zu characters", want, len);
-        else if (!is_quantity(item->valuestring))
+        else if (!mpijob_quantity_valid(item->valuestring))
             problem(c, field, "%s, got %s", want, quote(item->valuestring, q, sizeof(q)));
-        return len <= MAX_QUANTITY_LENGTH && is_quantity(item->valuestring);
+        return len <= MAX_QUANTITY_LENGTH && mpijob_quantity_valid(item->valuestring);
     }
     if (!cJSON_IsNumber(item)) {
         problem(c, field, "must be a quantity (a string or a number), got %s", type_name(item));

@@ -995,3 +995,15 @@ Test(spec, valid_body_after_hostile_ones_leaks_nothing)
     mpijob_problems_free(NULL);
     cr_expect_eq(leak_check(), 0, "memory leaked");
 }
+
+Test(spec, quantities_as_kubernetes_reads_them)
+{
+    static const char *const good[] = {"4", "0.5", ".5", "1.", "+1", "500m", "8Gi", "1Ei", "2Pi", "1E",
+                                       "1e3", "1E-2", "2.5e+6", "100n", "3u", "7k", "1M"};
+    static const char *const bad[] = {"", ".", "-1", "1e", "1e+", "1Gib", "1K", "1ki", "1.2.3", "Gi",
+                                      "1 Gi", "1Ei5", "0x10", "e3"};
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+        cr_expect(mpijob_quantity_valid(good[i]), "%s is a quantity", good[i]);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        cr_expect(!mpijob_quantity_valid(bad[i]), "%s is not a quantity", bad[i]);
+}
