@@ -142,6 +142,13 @@ struct run {
     int n_failed;
     bool clean_after_write;
     bool stop_launcher_after_write;
+    /* Events that announce a status transition: recorded only once that status is written. A
+     * write lost to a Conflict is decided again by the retry, which would announce it twice. */
+    struct {
+        const char *type, *reason;
+        char *message;
+    } announce[8];
+    int n_announce;
 };
 
 static void requeue_in(struct run *r, long long seconds)
@@ -165,6 +172,45 @@ static void event(struct run *r, const char *type, const char *reason, const cha
 {
     if (r->ctx->events)
         event_record(r->ctx->events, &r->target, type, reason, fmt, arg);
+}
+
+/* An event for a status transition, held until that status is written (struct run). type and
+ * reason are string literals. */
+static void announce(struct run *r, const char *type, const char *reason, const char *message)
+{
+    if (!r->ctx->events || r->n_announce == (int)(sizeof(r->announce) / sizeof(r->announce[0])))
+        return;
+    /* One line: kubectl lists events as a table. The condition keeps the lines. */
+    size_t lines = 0;
+    for (const char *p = message; *p; p++)
+        lines += *p == '\n';
+    char *m = malloc(strlen(message) + lines + 1), *o = m;
+    if (!m)
+        return;
+    for (const char *p = message; *p; p++) {
+        if (*p != '\n') {
+            *o++ = *p;
+        } else if (p[1]) {
+            *o++ = ';';
+            *o++ = ' ';
+        }
+    }
+    *o = '\0';
+    r->announce[r->n_announce].type = type;
+    r->announce[r->n_announce].reason = reason;
+    r->announce[r->n_announce++].message = m;
+}
+
+/* Records the held events when written is true, then drops them. */
+static void flush_announcements(struct run *r, bool written)
+{
+    for (int i = 0; i < r->n_announce; i++) {
+        if (written)
+            event_record(r->ctx->events, &r->target, r->announce[i].type, r->announce[i].reason, "%s",
+                         r->announce[i].message);
+        free(r->announce[i].message);
+    }
+    r->n_announce = 0;
 }
 
 static bool owned_by_job(const struct kube_object *o, const struct mpijob *job)
@@ -193,8 +239,9 @@ static int ensure(struct run *r, const struct kube_resource *res, const struct c
             char what[300];
             snprintf(what, sizeof(what), "%s %s exists and is not controlled by this MPIJob", res->kind, name);
             log_warn("object exists and is not ours", "job=%s/%s object=%s", r->job->namespace, r->job->name, name);
-            event(r, "Warning", "ErrResourceExists", "%s", what);
-            mpijob_status_set_condition(r->status, MPIJOB_COND_CREATED, false, "ErrResourceExists", what, r->now);
+            if (mpijob_status_set_condition(r->status, MPIJOB_COND_CREATED, false, "ErrResourceExists", what,
+                                            r->now) > 0)
+                announce(r, "Warning", "ErrResourceExists", what);
             kube_object_unref(o);
             return RESOURCE_EXISTS;
         }
@@ -275,10 +322,10 @@ static void finish(struct run *r, bool succeeded, const char *reason, const char
 {
     if (succeeded) {
         if (mpijob_status_set_condition(r->status, MPIJOB_COND_SUCCEEDED, true, reason, message, r->now) > 0)
-            event(r, "Normal", reason, "%s", message);
+            announce(r, "Normal", "MPIJobSucceeded", message);
     } else {
         if (mpijob_status_set_condition(r->status, MPIJOB_COND_FAILED, true, reason, message, r->now) > 0)
-            event(r, "Warning", "MPIJobFailed", "%s", message);
+            announce(r, "Warning", "MPIJobFailed", message);
     }
     if (!cJSON_GetObjectItemCaseSensitive(r->status, "completionTime"))
         json_set_string(r->status, "completionTime", r->now);
@@ -539,21 +586,21 @@ static int reconcile_valid(struct run *r)
         char msg[300];
         snprintf(msg, sizeof(msg), "MPIJob %s/%s is created.", job->namespace, job->name);
         mpijob_status_set_condition(r->status, MPIJOB_COND_CREATED, true, "MPIJobCreated", msg, r->now);
-        event(r, "Normal", "MPIJobCreated", "%s", msg);
+        announce(r, "Normal", "MPIJobCreated", msg);
     }
     /* Suspend and resume. Resuming restarts the clock: startTime is reset. */
     bool suspended = job->run_policy.suspend;
     if (suspended) {
         if (mpijob_status_set_condition(r->status, MPIJOB_COND_SUSPENDED, true, "MPIJobSuspended",
                                         "MPIJob suspended", r->now) > 0)
-            event(r, "Normal", "MPIJobSuspended", "%s", "MPIJob suspended");
+            announce(r, "Normal", "MPIJobSuspended", "MPIJob suspended");
         if (mpijob_status_condition(r->status, MPIJOB_COND_RUNNING))
             mpijob_status_set_condition(r->status, MPIJOB_COND_RUNNING, false, "MPIJobSuspended",
                                         "MPIJob suspended", r->now);
         cJSON_DeleteItemFromObjectCaseSensitive(r->status, "startTime");
     } else if (mpijob_status_is_true(r->status, MPIJOB_COND_SUSPENDED)) {
         mpijob_status_set_condition(r->status, MPIJOB_COND_SUSPENDED, false, "MPIJobResumed", "MPIJob resumed", r->now);
-        event(r, "Normal", "MPIJobResumed", "%s", "MPIJob resumed");
+        announce(r, "Normal", "MPIJobResumed", "MPIJob resumed");
         json_set_string(r->status, "startTime", r->now);
     }
     if (!suspended && !cJSON_GetObjectItemCaseSensitive(r->status, "startTime"))
@@ -817,7 +864,7 @@ static int reconcile_valid(struct run *r)
             bool was = mpijob_status_is_true(r->status, MPIJOB_COND_RUNNING);
             mpijob_status_set_condition(r->status, MPIJOB_COND_RUNNING, true, "MPIJobRunning", msg, r->now);
             if (!was)
-                event(r, "Normal", "MPIJobRunning", "%s", msg);
+                announce(r, "Normal", "MPIJobRunning", msg);
         }
         free(last);
     }
@@ -895,6 +942,7 @@ int reconcile_job(struct reconcile_ctx *ctx, const char *key, struct reconcile_r
         if (rc == RESOURCE_EXISTS)
             rc = 0; /* reported in status and an event; nothing to retry until something changes */
         int wrc = write_status(&r, old_status);
+        flush_announcements(&r, wrc == 0);
         if (rc == 0)
             rc = wrc;
         if (wrc == 0) {
