@@ -830,32 +830,28 @@ static int reconcile_valid(struct run *r)
                 asprintf(&words, "%s: launcher pod %s failed (%s): %s", message, kept_pod ? kept_pod : "?",
                          kept_reason ? kept_reason : "Error", kept_message) < 0)
                 words = NULL;
-            const char *why = words ? words : message;
-            size_t len = strlen(why) + 700;
-            char *full_reason = malloc(300), *msg = malloc(len);
-            if (full_reason && msg) {
-                if (words && kept_reason && *kept_reason)
-                    snprintf(full_reason, 300, "%s/%s", reason, kept_reason);
-                else
-                    snprintf(full_reason, 300, "%s", reason);
-                snprintf(msg, len, "MPIJob %s/%s has failed: %s", job->namespace, job->name, why);
-                finish(r, false, full_reason, msg);
-            } else {
+            char full_reason[300], *msg = NULL;
+            if (words && kept_reason && *kept_reason)
+                snprintf(full_reason, sizeof(full_reason), "%s/%s", reason, kept_reason);
+            else
+                snprintf(full_reason, sizeof(full_reason), "%s", reason);
+            if (asprintf(&msg, "MPIJob %s/%s has failed: %s", job->namespace, job->name, words ? words : message) < 0) {
+                msg = NULL; /* asprintf leaves it undefined on failure */
                 rc = KUBE_ENOMEM;
+            } else {
+                finish(r, false, full_reason, msg);
             }
-            free(full_reason);
             free(msg);
             free(words);
         } else if (js == JOB_ACTIVE && !suspended && last->failed && !attempt) {
             /* Between two launcher runs: the Job retries (a new pod, or the kubelet restarts the
              * container), and the failure is kept here until the next run is going. */
-            size_t len = strlen(last->message) + 600;
-            char *msg = malloc(len);
-            if (msg) {
-                snprintf(msg, len, "launcher pod %s failed (%s): %s", last_pod, last->reason, last->message);
-                mpijob_status_set_condition(r->status, MPIJOB_COND_RESTARTING, true, "MPIJobRestarting", msg, r->now);
-            } else {
+            char *msg = NULL;
+            if (asprintf(&msg, "launcher pod %s failed (%s): %s", last_pod, last->reason, last->message) < 0) {
+                msg = NULL;
                 rc = KUBE_ENOMEM;
+            } else {
+                mpijob_status_set_condition(r->status, MPIJOB_COND_RESTARTING, true, "MPIJobRestarting", msg, r->now);
             }
             free(msg);
         } else if (lc.active > 0 && lc.ready > 0 && workers > 0 && (int)n_running == workers) {
