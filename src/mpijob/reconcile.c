@@ -20,6 +20,16 @@
 struct expectations {
     pthread_mutex_t lock;
     struct strmap *created; /* "plural/ns/name" -> (uintptr_t) monotonic ms of the creation */
+    struct strmap *written; /* "ns/name" -> struct superseded: our last status write of an MPIJob */
+};
+
+/* The resourceVersion an MPIJob had when this controller wrote its status: while the cache still
+ * shows it, the cache has not caught up with that write, and a reconcile would work from the
+ * old status and have its own write refused with a Conflict. The write's watch event brings the
+ * key back. */
+struct superseded {
+    uint64_t at; /* monotonic ms of the write */
+    char rv[];
 };
 
 struct expectations *expectations_new(void)
@@ -29,7 +39,10 @@ struct expectations *expectations_new(void)
         return NULL;
     pthread_mutex_init(&e->lock, NULL);
     e->created = strmap_new(NULL);
-    if (!e->created) {
+    e->written = strmap_new(free);
+    if (!e->created || !e->written) {
+        strmap_free(e->created);
+        strmap_free(e->written);
         free(e);
         return NULL;
     }
@@ -41,6 +54,7 @@ void expectations_free(struct expectations *e)
     if (!e)
         return;
     strmap_free(e->created);
+    strmap_free(e->written);
     pthread_mutex_destroy(&e->lock);
     free(e);
 }
@@ -104,6 +118,38 @@ static void expect_seen(struct expectations *e, const struct kube_resource *res,
     pthread_mutex_lock(&e->lock);
     strmap_remove(e->created, key);
     pthread_mutex_unlock(&e->lock);
+}
+
+/* Our status write replaced resourceVersion old_rv of MPIJob key ("ns/name"). */
+static void status_written(struct expectations *e, const char *key, const char *old_rv)
+{
+    if (!e || !old_rv || !*old_rv)
+        return;
+    size_t n = strlen(old_rv) + 1;
+    struct superseded *s = malloc(sizeof(*s) + n);
+    if (!s)
+        return; /* the worst that follows is a Conflict */
+    s->at = clock_now_ms();
+    memcpy(s->rv, old_rv, n);
+    pthread_mutex_lock(&e->lock);
+    if (strmap_put(e->written, key, s) < 0)
+        free(s);
+    pthread_mutex_unlock(&e->lock);
+}
+
+/* True while the cache shows the MPIJob as it was before our last status write (rv NULL: the
+ * job is gone, and so is the record). */
+static bool status_behind(struct expectations *e, const char *key, const char *rv)
+{
+    if (!e)
+        return false;
+    pthread_mutex_lock(&e->lock);
+    const struct superseded *s = strmap_get(e->written, key);
+    bool behind = s && rv && strcmp(s->rv, rv) == 0 && clock_now_ms() - s->at < EXPECTATION_TTL_MS;
+    if (s && !behind)
+        strmap_remove(e->written, key);
+    pthread_mutex_unlock(&e->lock);
+    return behind;
 }
 
 struct kube_object *cache_get(const struct cache_set *set, const char *ns, const char *name)
@@ -355,6 +401,11 @@ static int write_status(struct run *r, const cJSON *old_status)
     struct kube_status st = {.retry_after_s = -1};
     int rc = kube_replace_status(r->ctx->client, &MPIJOB_RESOURCE_V2BETA1, r->job->namespace, r->job->name,
                                  r->tree, NULL, &st);
+    if (rc == 0) {
+        char key[512];
+        snprintf(key, sizeof(key), "%s/%s", r->job->namespace, r->job->name);
+        status_written(r->ctx->expect, key, json_string(r->tree, "metadata.resourceVersion"));
+    }
     if (rc < 0 && rc != KUBE_ECONFLICT)
         log_warn("status update failed", "job=%s/%s error=\"%s\"", r->job->namespace, r->job->name, kube_strerror(rc));
     kube_status_clear(&st);
@@ -894,6 +945,10 @@ int reconcile_job(struct reconcile_ctx *ctx, const char *key, struct reconcile_r
     snprintf(name, sizeof(name), "%s", slash + 1);
 
     struct kube_object *obj = cache_get(&ctx->mpijobs, ns, name);
+    if (status_behind(ctx->expect, key, obj ? obj->resource_version : NULL)) {
+        kube_object_unref(obj);
+        return 0; /* our status write is on its way into the cache; its event brings us back */
+    }
     if (!obj)
         return 0; /* deleted: its dependents go with it through their ownerReferences */
     cJSON *tree = kube_object_parse(obj);
