@@ -4489,10 +4489,13 @@ def main(argv=None):
     api.port = host.port
     api.server = host
 
-    stop = threading.Event()
+
+    # The handler only sets a flag: taking the lock of a threading.Event in a signal handler
+    # deadlocks when a second signal lands while the first handler holds that lock.
+    stopping = []
 
     def on_signal(signum, frame):
-        stop.set()
+        stopping.append(signum)
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
@@ -4507,8 +4510,8 @@ def main(argv=None):
     write_atomic(os.path.join(d, "port"), "%d\n" % host.port)
     write_atomic(os.path.join(d, "ready"), "%d\n" % os.getpid())
 
-    while not stop.wait(0.05):
-        pass
+    while not stopping:
+        time.sleep(0.05)
     try:
         host.stop()
     except Exception:  # noqa: BLE001

@@ -263,9 +263,12 @@ def main(argv=None):
     stop = threading.Event()
     failed = []
 
+    # The handler only sets a flag: taking the lock of a threading.Event (or a logging handler)
+    # in a signal handler deadlocks when a second signal lands while the first holds it.
+    signals = []
+
     def on_signal(signum, frame):
-        log.info("signal %d: stopping", signum)
-        stop.set()
+        signals.append(signum)
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
@@ -304,8 +307,11 @@ def main(argv=None):
         for t in threads:
             t.start()
         log.info("running roles %s against %s:%s (state in %s)", ",".join(args.roles), kube.host, kube.port, state_dir)
-        while not stop.is_set():
-            stop.wait(0.5)
+        while not stop.is_set() and not signals:
+            time.sleep(0.2)
+        if signals:
+            log.info("signal %d: stopping", signals[0])
+        stop.set()
         for t in threads:
             t.join(10.0)
             if t.is_alive():
