@@ -193,6 +193,37 @@ class EndToEnd(unittest.TestCase):
         self.assertGreaterEqual(int((j.get("status") or {}).get("workerRestarts") or 0), 1)
 
 
+    def test_worker_evicted_past_the_backoff_limit_fails_as_evicted(self):
+        """A worker evicted mid-training with backoffLimit 0: no replacement, the job ends Failed
+        with reason MPIJobEvicted and the kubelet's message, and cleanPodPolicy Running removes
+        the other worker."""
+        sys.path.insert(0, os.path.join(ROOT, "tests", "cluster"))
+        import kubelet
+        ns = self.namespace()
+        self.apply(ns, job("evictee", mpirun("train", "--steps", "100000", "--log-every", "1000"),
+                           run_policy={"backoffLimit": 0}))
+        self.wait_state(ns, "evictee", ("Running",))
+        end = time.monotonic() + 60
+        while time.monotonic() < end and '"event":"start"' not in self.launcher_log(ns, "evictee"):
+            time.sleep(0.2)
+        ans = kubelet.request(self.cluster_state, "evict", ns, "evictee-worker-1",
+                              message="The node was low on resource: memory.")
+        self.assertTrue(ans.get("ok"), ans)
+        j = self.wait_state(ns, "evictee", ("Failed", "Succeeded"))
+        failed = self.condition(j, "Failed")
+        self.assertEqual(failed.get("reason"), "MPIJobEvicted", json.dumps(failed))
+        self.assertIn("evictee-worker-1", failed.get("message", ""))
+        self.assertIn("low on resource: memory", failed.get("message", ""))
+        end = time.monotonic() + 30
+        while time.monotonic() < end:
+            pods = json.loads(self.kubectl("get", "pods", "-n", ns, "-o", "json").stdout)["items"]
+            if not [p for p in pods if "-worker-" in p["metadata"]["name"] and
+                    (p.get("status") or {}).get("phase") in ("Running", "Pending")]:
+                break
+            time.sleep(0.5)
+        else:
+            self.fail("Running workers were left after the job failed: %s" % [p["metadata"]["name"] for p in pods])
+
     def test_wait_for_workers_ready_creates_the_launcher_after_every_worker_is_ready(self):
         """launcherCreationPolicy WaitForWorkersReady with a readiness probe on the workers' sshd
         that holds them un-Ready for a few seconds: no launcher Job until both are Ready, then
