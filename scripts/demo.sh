@@ -121,7 +121,12 @@ for k, v in rows:
     print("  %-18s %s" % (k, v))'
 fi
 case "$state" in
-    Succeeded) echo; echo "mpijob/$name Succeeded. Cleaning up."; exit 0 ;;
+    Succeeded)
+        echo
+        echo "mpijob/$name Succeeded. Cleaning up."
+        [ -z "${DEMO_KEEP:-}" ] && echo "(DEMO_KEEP=1 make demo keeps the logs and state above; any MPIJob manifest: scripts/demo.sh FILE)"
+        exit 0
+        ;;
     Failed) kubectl describe mpijob "$name" | tail -15; fail "mpijob/$name Failed" ;;
     *) tail -20 "$work/operator.log"; tail -20 "$work/cluster.log"; fail "mpijob/$name did not finish in ${timeout_s} s" ;;
 esac
