@@ -95,6 +95,20 @@ class EndToEnd(unittest.TestCase):
         self.assertTrue(lines, "no training summary in the launcher's log:\n" + self.launcher_log(ns, name)[-3000:])
         return json.loads(lines[-1])
 
+    def start_training(self, ns, name, steps, run_policy):
+        """Applies a long training job and waits until it really runs (the launcher has logged
+        mpijob-worker's start line). Returns the cluster simulation's kubelet module, whose
+        request() kills or evicts a pod."""
+        sys.path.insert(0, os.path.join(ROOT, "tests", "cluster"))
+        import kubelet
+        self.apply(ns, job(name, mpirun("train", "--steps", str(steps), "--log-every", "500"),
+                           run_policy=run_policy))
+        self.wait_state(ns, name, ("Running",))
+        end = time.monotonic() + 60
+        while time.monotonic() < end and '"event":"start"' not in self.launcher_log(ns, name):
+            time.sleep(0.2)
+        return kubelet
+
     @staticmethod
     def condition(j, ctype):
         for c in (j.get("status") or {}).get("conditions") or []:
@@ -161,16 +175,8 @@ class EndToEnd(unittest.TestCase):
         self.assertEqual(j["status"]["state"], "Succeeded", self.launcher_log(ns, "paused")[-3000:])
 
     def test_worker_killed_mid_training_is_replaced_and_the_retry_succeeds(self):
-        sys.path.insert(0, os.path.join(ROOT, "tests", "cluster"))
-        import kubelet
         ns = self.namespace()
-        self.apply(ns, job("phoenix", mpirun("train", "--steps", "4000", "--log-every", "500"),
-                           run_policy={"backoffLimit": 3}))
-        self.wait_state(ns, "phoenix", ("Running",))
-        # wait until training really runs (the launcher has logged its start line)
-        end = time.monotonic() + 60
-        while time.monotonic() < end and '"event":"start"' not in self.launcher_log(ns, "phoenix"):
-            time.sleep(0.2)
+        kubelet = self.start_training(ns, "phoenix", 4000, {"backoffLimit": 3})
         old = json.loads(self.kubectl("get", "pod", "phoenix-worker-0", "-n", ns, "-o", "json").stdout)
         kubelet.request(self.cluster_state, "kill", ns, "phoenix-worker-0")
         seen_restarting = False
@@ -197,15 +203,8 @@ class EndToEnd(unittest.TestCase):
         """A worker evicted mid-training with backoffLimit 0: no replacement, the job ends Failed
         with reason MPIJobEvicted and the kubelet's message, and cleanPodPolicy Running removes
         the other worker."""
-        sys.path.insert(0, os.path.join(ROOT, "tests", "cluster"))
-        import kubelet
         ns = self.namespace()
-        self.apply(ns, job("evictee", mpirun("train", "--steps", "100000", "--log-every", "1000"),
-                           run_policy={"backoffLimit": 0}))
-        self.wait_state(ns, "evictee", ("Running",))
-        end = time.monotonic() + 60
-        while time.monotonic() < end and '"event":"start"' not in self.launcher_log(ns, "evictee"):
-            time.sleep(0.2)
+        kubelet = self.start_training(ns, "evictee", 100000, {"backoffLimit": 0})
         ans = kubelet.request(self.cluster_state, "evict", ns, "evictee-worker-1",
                               message="The node was low on resource: memory.")
         self.assertTrue(ans.get("ok"), ans)
