@@ -1,6 +1,8 @@
 # mpijob-operator: top-level build.
 #   make            release binaries in build/bin
 #   make test       install missing packages (as root), build with ASan+UBSan, run every test
+#                   (KUBEBUILDER_ASSETS=DIR: against real kube-apiserver/etcd, and with
+#                   kube-controller-manager/kube-scheduler there too, a real control plane)
 #   make fuzz       libFuzzer harnesses (clang-14), each run for FUZZ_SECONDS
 #   make bench      benchmarks in tests/bench (figures, never pass/fail on timing)
 #   make demo       the end-to-end demo (see README)
@@ -93,10 +95,14 @@ deps:
 
 test: deps
 	@$(MAKE) --no-print-directory all build/asan/bin/mpijob-tests build/asan/bin/worker-tests
-	@status=0; rm -f build/rbac-usage.log; \
-	MPIJOB_TEST_RBAC_USAGE=$(CURDIR)/build/rbac-usage.log scripts/run-tests.sh build/asan/bin/mpijob-tests || status=1; \
+	@status=0; rm -rf build/rbac-usage.log build/test-results; mkdir -p build/test-results; \
+	export MPIJOB_TEST_RESULTS=$(CURDIR)/build/test-results/python.jsonl; \
+	MPIJOB_TEST_RBAC_USAGE=$(CURDIR)/build/rbac-usage.log scripts/run-tests.sh build/asan/bin/mpijob-tests \
+		--json=build/test-results/main.json || status=1; \
 	python3 tests/apiserver/rbac_coverage.py deploy/mpijob-operator.yaml build/rbac-usage.log || status=1; \
-	scripts/run-tests.sh build/asan/bin/worker-tests || status=1; \
+	scripts/run-tests.sh build/asan/bin/worker-tests --json=build/test-results/worker.json || status=1; \
+	python3 scripts/test-summary.py --criterion build/test-results/main.json \
+		--criterion build/test-results/worker.json --python build/test-results/python.jsonl; \
 	exit $$status
 
 # ---- fuzzing (clang-14 + libFuzzer) ----------------------------------------

@@ -3,7 +3,7 @@
 
 A real HTTPS server on 127.0.0.1 that speaks the parts of the Kubernetes REST API the operator
 relies on, shaped after exchanges recorded from kube-apiserver 1.32 (see
-../shared/apiserver-recordings), plus a control API under /_double/ for fault injection.
+recordings/, made by record.py), plus a control API under /_double/ for fault injection.
 
     python3 tests/apiserver/apiserver.py --state-dir DIR [--port 0] [--token T ...]
                                          [--bookmark-interval 5] [--extra-crd JSON ...]
@@ -733,7 +733,73 @@ def validate_job(obj, errors):
         errors.append(fe_not_supported("spec.template.spec.restartPolicy", rp, ["OnFailure", "Never"]))
 
 
+def _job_cond(job, ctype):
+    for c in (job.get("status") or {}).get("conditions") or []:
+        if isinstance(c, dict) and c.get("type") == ctype and c.get("status") == "True":
+            return True
+    return False
+
+
+def validate_job_status_update(old, new, errors):
+    """What kube-apiserver 1.32 checks of a Job status write (pkg/apis/batch/validation, with the
+    options pkg/registry/batch/job sets): a finished Job's conditions, times and counters."""
+    ost, nst = old.get("status") or {}, new.get("status") or {}
+    cond = {t: _job_cond(new, t) for t in ("Complete", "Failed", "FailureTarget", "SuccessCriteriaMet")}
+    was = {t: _job_cond(old, t) for t in cond}
+    changed = {t: cond[t] != was[t] for t in cond}
+    finished, was_finished = cond["Complete"] or cond["Failed"], was["Complete"] or was["Failed"]
+    start_changed = ost.get("startTime") != nst.get("startTime")
+    completion_changed = ost.get("completionTime") != nst.get("completionTime")
+    active = nst.get("active") or 0
+    for f in ("active", "succeeded", "failed", "ready", "terminating"):
+        v = nst.get(f)
+        if isinstance(v, int) and not isinstance(v, bool) and v < 0:
+            errors.append(fe_invalid("status." + f, v, "must be greater than or equal to 0"))
+    omit = lambda field, detail: FieldError("FieldValueInvalid", field, "Invalid value: " + detail)  # noqa: E731
+    if (changed["Complete"] or changed["Failed"]) and cond["Complete"] and cond["Failed"]:
+        errors.append(omit("status.conditions", "cannot set Complete=True and Failed=true conditions"))
+    if (changed["Complete"] or changed["FailureTarget"]) and cond["Complete"] and cond["FailureTarget"]:
+        errors.append(omit("status.conditions", "cannot set Complete=True and FailureTarget=true conditions"))
+    if changed["Complete"] or completion_changed:
+        if nst.get("completionTime") and not cond["Complete"]:
+            errors.append(fe_invalid("status.completionTime", nst["completionTime"],
+                                     "cannot set completionTime when there is no Complete=True condition"))
+        if not nst.get("completionTime") and cond["Complete"]:
+            errors.append(fe_required("status.completionTime", "completionTime is required for Complete jobs"))
+    if (start_changed or completion_changed) and nst.get("startTime") and nst.get("completionTime") and \
+            str(nst["completionTime"]) < str(nst["startTime"]):
+        errors.append(fe_invalid("status.completionTime", nst["completionTime"],
+                                 "completionTime cannot be set before startTime"))
+    if changed["Failed"] and cond["Failed"] and not cond["FailureTarget"]:
+        errors.append(omit("status.conditions",
+                           "cannot set Failed=True condition without the FailureTarget=true condition"))
+    if (changed["Complete"] or changed["SuccessCriteriaMet"]) and cond["Complete"] and not cond["SuccessCriteriaMet"]:
+        errors.append(omit("status.conditions",
+                           "cannot set Complete=True condition without the SuccessCriteriaMet=true condition"))
+    if (finished != was_finished or ost.get("active") != nst.get("active")) and finished and active > 0:
+        errors.append(fe_invalid("status.active", active, "active>0 is invalid for finished job"))
+    suspended_without_work = (new.get("spec") or {}).get("suspend") and (new.get("spec") or {}).get("completions") == 0
+    if (finished != was_finished or start_changed) and finished and not nst.get("startTime") and \
+            not suspended_without_work:
+        errors.append(fe_required("status.startTime", "startTime is required for finished job"))
+    for t in ("Failed", "Complete", "FailureTarget"):
+        if was[t] and not cond[t]:
+            errors.append(omit("status.conditions", "cannot disable the terminal %s=True condition" % t))
+    for f, word in (("failed", "failed"), ("succeeded", "succeeded")):
+        if (nst.get(f) or 0) < (ost.get(f) or 0):
+            errors.append(fe_invalid("status." + f, nst.get(f) or 0, "cannot decrease the %s counter" % word))
+    if nst.get("completionTime") and ost.get("completionTime") and nst["completionTime"] != ost["completionTime"]:
+        errors.append(fe_invalid("status.completionTime", nst["completionTime"], "completionTime cannot be mutated"))
+    if ost.get("startTime") and ost.get("startTime") != nst.get("startTime") and \
+            not (new.get("spec") or {}).get("suspend"):
+        errors.append(fe_required("status.startTime", "startTime cannot be removed for unsuspended job"))
+    if was["SuccessCriteriaMet"] and not cond["SuccessCriteriaMet"]:
+        errors.append(omit("status.conditions", "cannot disable the SuccessCriteriaMet=True condition"))
+
+
 def validate_job_update(old, new, errors):
+    if old.get("status") != new.get("status"):
+        validate_job_status_update(old, new, errors)
     os_, ns_ = old.get("spec") or {}, new.get("spec") or {}
     if os_.get("selector") != ns_.get("selector"):
         errors.append(fe_invalid("spec.selector", ns_.get("selector"), "field is immutable"))
@@ -1701,6 +1767,11 @@ def now_rfc3339():
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def rfc3339_after(seconds):
+    t = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=seconds)
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def sort_keys(v):
     if isinstance(v, dict):
         return {k: sort_keys(v[k]) for k in sorted(v)}
@@ -1820,11 +1891,29 @@ class Watcher:
             self.cond.notify()
 
 
+ETCD_MAX_REQUEST = 1572864       # etcd's --max-request-bytes default (1.5 MiB)
+GRPC_MAX_SEND = 2097152          # the gRPC message limit between kube-apiserver and etcd
+
+
+def check_storage_size(obj):
+    """etcd refuses a write larger than its request limit, and kube-apiserver answers 500 with
+    etcd's words; above the gRPC message limit the client library refuses it first. Objects
+    under kube-apiserver's 3 MiB body limit reach this (custom resources have no size rule of
+    their own)."""
+    size = len(json.dumps(obj, separators=(",", ":")))
+    if size > GRPC_MAX_SEND:
+        raise api_error(500, None, "rpc error: code = ResourceExhausted desc = trying to send message larger than "
+                        "max (%d vs. %d)" % (size, GRPC_MAX_SEND))
+    if size > ETCD_MAX_REQUEST:
+        raise api_error(500, None, "etcdserver: request is too large")
+
+
 class Store:
     def __init__(self):
         self.lock = threading.RLock()
         self.rv = 0
-        self.compacted = 0
+        self.compacted = 0           # storage: lists and continue tokens older than this are 410
+        self.watch_compacted = 0     # the watch window: watches from older versions get ERROR 410
         self.objects = {}            # skey -> {(ns, name): obj}
         self.history = []            # HistoryEvent, ascending rv
         self.watchers = set()
@@ -1883,6 +1972,8 @@ class Store:
 
     def commit(self, kind, etype, ns, name, obj, prev):
         """Record a write: obj is owned by the store from now on (never mutated again)."""
+        if etype != DELETED:
+            check_storage_size(obj)
         rv = self._next_rv()
         obj["metadata"]["resourceVersion"] = str(rv)
         coll = self.objects[kind.skey]
@@ -1896,18 +1987,24 @@ class Store:
         if len(self.history) > HISTORY_MAX:
             drop = len(self.history) - HISTORY_MAX + HISTORY_MAX // 10
             self.compacted = max(self.compacted, self.history[drop - 1].rv)
+            self.watch_compacted = max(self.watch_compacted, self.compacted)
             del self.history[:drop]
         for w in list(self.watchers):
             w.offer(ev)
         return obj
 
-    def compact(self):
+    def compact(self, storage_only=False):
         """Like the real server's compaction: it writes its own bookkeeping key (one revision, no
-        object event), then every earlier resourceVersion is gone."""
+        object event), then every earlier resourceVersion is gone from storage: lists and continue
+        tokens at those versions are 410. A real kube-apiserver still serves watches from its
+        watch cache, whose window a storage compaction does not touch: storage_only keeps that
+        window; otherwise it goes too, as after an API server restart or a window overrun."""
         with self.lock:
             self.rv += 1
             self.compacted = self.rv
-            self.history = []
+            if not storage_only:
+                self.watch_compacted = self.rv
+                self.history = []
 
     def get(self, kind, ns, name):
         return self.objects[kind.skey].get((ns, name))
@@ -2389,7 +2486,7 @@ def openapi_v2_protobuf():
     def field(num, payload):
         assert len(payload) < 128
         return bytes([num << 3 | 2, len(payload)]) + payload
-    info = field(1, b"Kubernetes") + field(2, b"v1.32.6")
+    info = field(1, b"Kubernetes") + field(2, b"v1.32.13")
     return field(1, b"2.0") + field(2, info) + field(8, b"")
 
 
@@ -2459,7 +2556,7 @@ def openapi_gv_document(kinds, group, version):
             {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
         schema["x-kubernetes-group-version-kind"] = [gvk]
         schemas[openapi_schema_name(kind, version)] = schema
-    return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.32.6"}, "paths": paths,
+    return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.32.13"}, "paths": paths,
             "components": {"schemas": schemas}}
 
 
@@ -2676,6 +2773,11 @@ class Api:
                 raise err_bad_request("the namespace of the provided object does not match the namespace sent "
                                       "on the request")
             meta["namespace"] = ns
+            # NamespaceLifecycle admission: content only goes into a namespace that exists
+            ns_kind = self.store.by_gvr[("", "v1", "namespaces")]
+            if self.store.get(ns_kind, None, ns) is None:
+                raise api_error(404, "NotFound", 'namespaces "%s" not found' % ns,
+                                {"name": ns, "kind": "namespaces"})
         else:
             meta.pop("namespace", None)
         name = meta.get("name") or ""
@@ -2835,14 +2937,29 @@ class Api:
                                                                          pre["resourceVersion"],
                                                                          old_meta["resourceVersion"]),
                                 kind.details(name, use_kind=True))
+        grace = self._pod_grace(old, options) if kind.skey == ("", "pods") else 0
         if old_meta.get("deletionTimestamp"):
-            # already being deleted: nothing changes
-            if kind.return_deleted:
-                return old, 200, None
-            return self._success_status(kind, old), 200, None
-        if dry_run:
+            # already being deleted: only a shorter grace period changes anything (a kubelet's
+            # final delete with gracePeriodSeconds=0 removes the pod)
+            have = old_meta.get("deletionGracePeriodSeconds") or 0
+            if dry_run or grace >= have or kind.skey != ("", "pods"):
+                if kind.return_deleted:
+                    return old, 200, None
+                return self._success_status(kind, old), 200, None
+        elif dry_run:
             return old, 200, None
-        if old_meta.get("finalizers") or kind.graceful:
+        if grace > 0 or (old_meta.get("deletionTimestamp") and old_meta.get("finalizers")):
+            # A pod bound to a node is deleted gracefully: it stays, Terminating, until its
+            # kubelet has stopped it and deletes it again with gracePeriodSeconds=0. (Or a pod
+            # held by finalizers whose grace period was shortened.)
+            marked = copy.deepcopy(old)
+            m = marked["metadata"]
+            m["deletionTimestamp"] = rfc3339_after(grace)
+            m["deletionGracePeriodSeconds"] = grace
+            marked["metadata"] = ordered(m, META_ORDER)
+            stored = self.store.commit(kind, MODIFIED, ns, name, marked, old)
+            return stored, 200, None
+        if not old_meta.get("deletionTimestamp") and (old_meta.get("finalizers") or kind.graceful):
             marked = copy.deepcopy(old)
             m = marked["metadata"]
             m["deletionTimestamp"] = now_rfc3339()
@@ -2863,6 +2980,21 @@ class Api:
         if kind.return_deleted:
             return stored, 200, stored
         return self._success_status(kind, stored), 200, stored
+
+    @staticmethod
+    def _pod_grace(pod, options):
+        """The grace period a pod deletion gets, as the real pod strategy computes it: the
+        request's gracePeriodSeconds, else the pod's terminationGracePeriodSeconds (30); 0 for a
+        pod bound to no node or already Succeeded or Failed."""
+        spec, status = pod.get("spec") or {}, pod.get("status") or {}
+        if not spec.get("nodeName") or status.get("phase") in ("Succeeded", "Failed"):
+            return 0
+        grace = options.get("gracePeriodSeconds") if isinstance(options, dict) else None
+        if not isinstance(grace, int) or isinstance(grace, bool):
+            grace = spec.get("terminationGracePeriodSeconds")
+            if not isinstance(grace, int) or isinstance(grace, bool):
+                grace = 30
+        return max(grace, 0)
 
     def _success_status(self, kind, obj):
         d = {"name": obj["metadata"]["name"]}
@@ -3189,6 +3321,12 @@ class Api:
             if req.body_error:
                 raise err_bad_request(req.body_error)
             options = req.body_json if isinstance(req.body_json, dict) else {}
+        if req.q("gracePeriodSeconds") not in (None, "") and "gracePeriodSeconds" not in options:
+            try:
+                options = dict(options, gracePeriodSeconds=int(req.q("gracePeriodSeconds")))
+            except ValueError:
+                raise err_bad_request("gracePeriodSeconds: Invalid value: %s: must be an integer" %
+                                      go_quote(req.q("gracePeriodSeconds")))
         dry_run = self._dry_run(req)
         with self.store.lock:
             body, code, _ = self._delete_object(req.kind, req.ns, req.name, options, dry_run=dry_run)
@@ -3334,7 +3472,7 @@ class Api:
                     since = int(rvq)
                 except ValueError:
                     raise err_bad_request("resourceVersion: Invalid value: %s: must be an integer" % go_quote(rvq))
-                if since < self.store.compacted:
+                if since < self.store.watch_compacted:
                     return w, True
                 for ev in self.store.events_after(since):
                     item = w.translate(ev)
@@ -3412,8 +3550,11 @@ class Api:
                                         "verb": fn.get("verb"), "resource": fn.get("resource")})
         if "blockWatches" in body:
             self.block_watches = bool(body["blockWatches"])
-        if body.get("compact"):
-            self.store.compact()
+        compact = body.get("compact")
+        if compact not in (None, False, True, "storage"):
+            raise err_bad_request('compact must be true (storage and the watch window) or "storage"')
+        if compact:
+            self.store.compact(storage_only=compact == "storage")
         drop = body.get("dropWatches")
         if drop:
             with self.store.lock:
@@ -3482,7 +3623,7 @@ class Api:
     def discovery(self, segs):
         """segs: the path split; returns a body or None when the path is not a discovery path."""
         if segs == ["version"]:
-            return {"major": "1", "minor": "32", "gitVersion": "v1.32.6", "gitCommit": "0" * 40,
+            return {"major": "1", "minor": "32", "gitVersion": "v1.32.13", "gitCommit": "0" * 40,
                     "gitTreeState": "clean", "buildDate": "2025-01-01T00:00:00Z",
                     "goVersion": "go1.23.5", "compiler": "gc", "platform": "linux/amd64"}
         if segs == ["api"]:
@@ -3508,7 +3649,7 @@ class Api:
         if segs[:2] == ["openapi", "v3"]:
             return self.openapi_v3(segs[2:])
         if segs == ["openapi", "v2"]:
-            return {"swagger": "2.0", "info": {"title": "Kubernetes", "version": "v1.32.6"}, "paths": {}}
+            return {"swagger": "2.0", "info": {"title": "Kubernetes", "version": "v1.32.13"}, "paths": {}}
         return None
 
     def openapi_v3(self, rest):
@@ -4475,6 +4616,13 @@ def main(argv=None):
         if not user:
             ap.error("--rbac: the files define no single ServiceAccount; give --rbac-user")
         api.rbac_tokens = {args.rbac_token: user}
+        # The namespaces the RBAC objects live in exist, as launch.py creates them on a real server.
+        with api.store.lock:
+            ns_kind = api.store.by_gvr[("", "v1", "namespaces")]
+            for n in rbac.namespaces_of(args.rbac):
+                if api.store.get(ns_kind, None, n) is None:
+                    api._create_object(ns_kind, "v1", None, {"apiVersion": "v1", "kind": "Namespace",
+                                                             "metadata": {"name": n}}, {})
 
     ca_crt, crt, key = make_certs(d)
     if args.mpijob_crd:

@@ -257,3 +257,13 @@ def service_account_user(paths):
             meta = d.get("metadata") or {}
             users.append("system:serviceaccount:%s:%s" % (meta.get("namespace", "default"), meta.get("name")))
     return users[0] if len(users) == 1 else None
+
+
+def namespaces_of(paths):
+    """The namespaces the objects in the files name, sorted."""
+    names = set()
+    for d in _load_docs(paths):
+        ns = (d.get("metadata") or {}).get("namespace")
+        if isinstance(ns, str) and ns:
+            names.add(ns)
+    return sorted(names)

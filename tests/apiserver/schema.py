@@ -10,7 +10,7 @@ The server's order, and the functions here:
     causes = validate(schema, obj)      422 Invalid, details.causes
 
 `admit(schema, obj)` runs the three. A cause is {"reason", "message", "field"} worded like
-kube-apiserver 1.32 (see ../shared/apiserver-recordings/22-cr-schema-invalid.txt):
+kube-apiserver 1.32 (see recordings/22-cr-schema-invalid.txt):
 
     FieldValueTypeInvalid   Invalid value: "string": spec.size in body must be of type integer: "string"
     FieldValueNotSupported  Unsupported value: "Sometimes": supported values: "OnFailure", "Never"

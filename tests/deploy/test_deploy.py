@@ -24,6 +24,9 @@ CHART = os.path.join(ROOT, "charts", "mpijob-operator")
 TESTS = os.path.join(ROOT, "tests", "deploy")
 OPERATOR = os.path.join(ROOT, "build", "bin", "mpijob-operator")
 DOCKERFILE = os.path.join(ROOT, "deploy", "Dockerfile")
+sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
+import pyresults  # noqa: E402  (counts each test in make test's summary)
+
 RELEASE, NAMESPACE = "mpijob-operator", "mpijob-system"
 UID = 65532
 
@@ -624,7 +627,7 @@ class InstallHelm(unittest.TestCase):
 
 if __name__ == "__main__":
     try:
-        result = unittest.main(verbosity=2, exit=False).result
+        result = pyresults.main(exit=False)
     finally:
         shutil.rmtree(SCRATCH, ignore_errors=True)
     sys.exit(0 if result.wasSuccessful() else 1)

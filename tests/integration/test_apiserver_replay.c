@@ -31,7 +31,7 @@ Test(apiserver, replays_recordings, .timeout = 120)
 }
 
 /* The RBAC authorizer that holds the operator's token to its role. */
-Test(apiserver, rbac_authorizer, .timeout = 60) { test_run_checked("test_rbac.py", "python3 tests/apiserver/test_rbac.py"); }
+Test(apiserver, rbac_authorizer, .timeout = 60) { test_run_checked("test_rbac.py", "python3 tests/support/pyresults.py discover -s tests/apiserver -p test_rbac.py"); }
 
 Test(apiserver, starts_and_stops_cleanly, .timeout = 60)
 {

@@ -6,10 +6,10 @@
 
 Test(cluster, simulation_suites, .timeout = 400)
 {
-    test_run_checked("tests/cluster", "python3 -m unittest discover -s tests/cluster -p 'test_*.py'");
+    test_run_checked("tests/cluster", "python3 tests/support/pyresults.py discover -s tests/cluster -p 'test_*.py'");
 }
 
 Test(e2e, scenarios, .timeout = 600)
 {
-    test_run_checked("tests/e2e", "python3 tests/e2e/test_e2e.py");
+    test_run_checked("tests/e2e", "python3 tests/support/pyresults.py discover -s tests/e2e -p test_e2e.py");
 }

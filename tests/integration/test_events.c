@@ -32,6 +32,7 @@ static const struct event_target job = {
 static void start(void)
 {
     cr_assert_eq(test_apiserver_start(&srv), 0, "API server did not start");
+    cr_assert_eq(test_apiserver_namespace(&srv, NS), 0);
     /* No client-side rate limit: the flood test writes a thousand events. */
     struct kube_client_options opts = {.qps = -1};
     client = test_kube_client(&srv, &opts);

@@ -23,7 +23,7 @@
 #include <curl/curl.h>
 
 #define START_TIMEOUT_MS 60000
-#define STOP_GRACE_MS 5000
+#define STOP_GRACE_MS 8000
 #define MAX_ANSWER (64u * 1024u * 1024u)
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -292,12 +292,13 @@ void test_apiserver_stop(struct test_apiserver *s)
     if (s->pid > 0) {
         int pids[8];
         int n = read_pids(s, pids, 8);
+        /* The launcher stops what it started, in order (kube-apiserver before its etcd). */
         kill_group(s->pid, SIGTERM);
-        /* the launcher stops what it started; anything named in the pid file outside its group too */
-        for (int i = 0; i < n; i++)
-            if (pids[i] != s->pid && getpgid(pids[i]) != s->pid)
-                kill(pids[i], SIGTERM);
         reap(s->pid, STOP_GRACE_MS);
+        /* Whatever it started and left behind (it was killed, or ran out of time) goes now. */
+        for (int i = 0; i < n; i++)
+            if (pids[i] != s->pid && kill(pids[i], 0) == 0)
+                kill(pids[i], SIGKILL);
         s->pid = 0;
     }
     remove_tree(s->dir);
@@ -434,3 +435,15 @@ int test_apiserver_start_rbac(struct test_apiserver *s, const char *rbac_file)
 }
 
 int test_apiserver_start_without_crds(struct test_apiserver *s) { return start_with(s, "--without-crds", NULL); }
+
+int test_apiserver_namespace(struct test_apiserver *s, const char *name)
+{
+    char body[512];
+    snprintf(body, sizeof(body), "{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":\"%s\"}}",
+             name);
+    int code = test_apiserver_request(s, "POST", "/api/v1/namespaces", NULL, body, NULL);
+    if (code == 201 || code == 409)
+        return 0;
+    fprintf(stderr, "test_apiserver: creating namespace %s: HTTP %d\n", name, code);
+    return -1;
+}

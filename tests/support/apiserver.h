@@ -48,6 +48,10 @@ int test_apiserver_start_without_crds(struct test_apiserver *s);
  * Safe to call twice or after a failed start. */
 void test_apiserver_stop(struct test_apiserver *s);
 
+/* Creates the namespace (as an administrator) unless it exists: a real kube-apiserver, like the
+ * double, refuses content in a namespace that does not exist. 0, or -1 with a message. */
+int test_apiserver_namespace(struct test_apiserver *s, const char *name);
+
 /* A request to the control API (path "/_double/..."). body may be NULL (then nothing is sent;
  * use "GET"). *out, when out is not NULL, receives the parsed JSON answer (caller frees) or NULL.
  * Returns the HTTP status, or -1 when no answer came. */

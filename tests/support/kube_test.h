@@ -12,4 +12,12 @@ struct kube_client *test_kube_client(const struct test_apiserver *s, const struc
 /* The same with the operator's ServiceAccount token, held to RBAC (support/apiserver.h). */
 struct kube_client *test_operator_client(const struct test_apiserver *s, const struct kube_client_options *opts);
 
+/* Plays the Job controller finishing a Job: writes through /status what kube-controller-manager
+ * writes, which a real kube-apiserver requires: for type "Complete", SuccessCriteriaMet then
+ * Complete with startTime, completionTime and succeeded 1; for "Failed", FailureTarget then
+ * Failed with startTime and failed 1; no active pod either way. Fails the running test when the
+ * server refuses. */
+void test_finish_job(struct kube_client *admin, const char *ns, const char *job, const char *type,
+                     const char *reason);
+
 #endif

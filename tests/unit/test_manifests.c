@@ -9,7 +9,7 @@ Test(manifests, crd_schema_and_examples, .timeout = 120)
     const char *root = getenv("MPIJOB_SRC_DIR");
     char cmd[1024];
     snprintf(cmd, sizeof(cmd),
-             "cd '%s/tests/apiserver' && python3 -m unittest test_schema test_manifests > /tmp/mpijob-manifests.$$ 2>&1;"
+             "cd '%s/tests/apiserver' && python3 ../support/pyresults.py test_schema test_manifests > /tmp/mpijob-manifests.$$ 2>&1;"
              " rc=$?; [ $rc -eq 0 ] || cat /tmp/mpijob-manifests.$$; rm -f /tmp/mpijob-manifests.$$; exit $rc",
              root ? root : ".");
     int status = system(cmd);

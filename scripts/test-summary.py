@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""The closing summary of `make test`: every test counted once, skips listed with their reasons.
+
+    python3 scripts/test-summary.py --criterion build/test-results/main.json [--criterion ...]
+                                    --python build/test-results/python.jsonl
+
+Criterion's JSON reports give the C tests; the JSON lines written by tests/support/pyresults.py
+give the Python tests that some Criterion tests run. A Criterion test that only runs a Python
+suite is counted through that suite's own tests, not as one more test. Prints which API server
+the tests ran against, the skips with their reasons, the failures, and last one line
+"N passed, N failed, N skipped". A skipped test never counts as passed. Exit status 0.
+"""
+
+import argparse
+import json
+import os
+import re
+
+# Criterion tests that do nothing but run a Python suite; that suite's tests are counted instead.
+WRAPPERS = {
+    "cluster::simulation_suites", "e2e::scenarios", "kubectl::against_the_double",
+    "deploy::chart_deploy_file_and_dockerfile", "manifests::crd_schema_and_examples",
+    "apiserver::rbac_authorizer",
+}
+
+
+KEY_LINE = re.compile(r'^\s*"[A-Za-z_]+"\s*:')
+STRING_LINE = re.compile(r'^(\s*)"(.*)"(,?)\s*$')
+
+
+def load_criterion_json(text):
+    """Criterion 2.4 writes assertion messages into its JSON report without escaping their
+    quotes; such a line (a bare string in a "messages" array) is taken literally."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    fixed = []
+    for line in text.splitlines():
+        m = STRING_LINE.match(line)
+        if m and not KEY_LINE.match(line):
+            line = m.group(1) + json.dumps(m.group(2)) + m.group(3)
+        fixed.append(line)
+    return json.loads("\n".join(fixed))
+
+
+def criterion_tests(path):
+    try:
+        with open(path, errors="replace") as f:
+            report = load_criterion_json(f.read())
+    except (OSError, ValueError) as e:
+        return None, "cannot read %s: %s" % (path, e)
+    out = []
+    for suite in report.get("test_suites") or []:
+        for t in suite.get("tests") or []:
+            name = "%s::%s" % (suite.get("name"), t.get("name"))
+            status = {"PASSED": "passed", "SKIPPED": "skipped"}.get(t.get("status"), "failed")
+            msgs = [m for m in t.get("messages") or [] if m]
+            out.append({"suite": os.path.basename(path), "test": name, "status": status,
+                        "reason": "; ".join(msgs)[:300]})
+    return out, None
+
+
+def python_tests(path):
+    out = []
+    try:
+        with open(path) as f:
+            for line in f:
+                line = line.strip()
+                if line:
+                    try:
+                        out.append(json.loads(line))
+                    except ValueError:
+                        pass
+    except OSError:
+        pass
+    return out
+
+
+def tier():
+    assets = os.environ.get("KUBEBUILDER_ASSETS")
+    if not assets:
+        return "the API-server double (tests/apiserver) and the cluster simulation"
+    have = [b for b in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
+            if os.access(os.path.join(assets, b), os.X_OK)]
+    if "etcd" in have and "kube-apiserver" in have:
+        extra = " with kube-controller-manager and kube-scheduler" if len(have) == 4 else ""
+        return "a real etcd and kube-apiserver%s from KUBEBUILDER_ASSETS=%s" % (extra, assets)
+    return "the API-server double (KUBEBUILDER_ASSETS=%s lacks etcd or kube-apiserver)" % assets
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--criterion", action="append", default=[])
+    ap.add_argument("--python", default=None)
+    args = ap.parse_args()
+
+    tests, problems = [], []
+    for path in args.criterion:
+        got, err = criterion_tests(path)
+        if err:
+            problems.append(err)
+            continue
+        for t in got:
+            # a wrapper that passed is counted through its suite's tests; one that failed or was
+            # skipped is counted itself too, so that the failure or the skip shows
+            if t["test"] in WRAPPERS and t["status"] == "passed":
+                continue
+            tests.append(t)
+    py = python_tests(args.python) if args.python else []
+    tests += py
+
+    passed = [t for t in tests if t["status"] == "passed"]
+    failed = [t for t in tests if t["status"] == "failed"]
+    skipped = [t for t in tests if t["status"] == "skipped"]
+
+    print()
+    print("== Summary")
+    print("API server: %s" % tier())
+    print("C tests (Criterion): %d; Python tests: %d" % (len(tests) - len(py), len(py)))
+    if skipped:
+        print("Skipped (%d), with reasons:" % len(skipped))
+        for t in sorted(skipped, key=lambda t: (t["reason"], t["test"])):
+            print("  skip %s: %s" % (t["test"], t["reason"] or "(no reason given)"))
+    if failed:
+        print("Failed (%d):" % len(failed))
+        for t in failed:
+            print("  FAIL %s: %s" % (t["test"], t["reason"][:200]))
+    for p in problems:
+        print("  problem: %s" % p)
+    ran = len(passed) + len(failed)
+    if tests:
+        print("Ran %d of %d tests (%.1f%%); the rest were skipped." % (ran, len(tests), 100.0 * ran / len(tests)))
+    print("%d passed, %d failed, %d skipped" % (len(passed), len(failed) + len(problems), len(skipped)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
