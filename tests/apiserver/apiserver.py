@@ -55,7 +55,7 @@ WATCH_QUEUE_MAX = 10000             # events buffered per watcher before it is c
 HISTORY_MAX = 200000                # events kept for watch replay; older ones are compacted
 LOG_MAX = 200000                    # request log entries kept
 DRAIN_MAX = 64 * 1024 * 1024        # an oversized body up to this size is read and discarded
-MAX_DEPTH = 100                     # deeper JSON bodies are refused (no object comes close)
+MAX_DEPTH = 10000                   # kube-apiserver's JSON nesting limit (sigs.k8s.io/json)
 
 ADDED, MODIFIED, DELETED, BOOKMARK, ERROR = "ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"
 
@@ -4571,6 +4571,10 @@ def write_atomic(path, text):
 
 
 def main(argv=None):
+    # Bodies nest as deep as kube-apiserver's limit (10,000): recursion in the handler threads
+    # (decoding, pruning, copying) needs the room.
+    sys.setrecursionlimit(4 * MAX_DEPTH + 1000)
+    threading.stack_size(256 << 20)
     ap = argparse.ArgumentParser(description="Kubernetes API-server double for tests")
     ap.add_argument("--state-dir", required=True)
     ap.add_argument("--port", type=int, default=0)

@@ -219,6 +219,11 @@ int main(int argc, char **argv)
     log_set_level(LOG_WARN);
     if (test_apiserver_start(&srv) < 0)
         return 1;
+    if (test_apiserver_namespace(&srv, "baseline") < 0 || test_apiserver_namespace(&srv, "many") < 0) {
+        test_apiserver_stop(&srv);
+        return 1;
+    }
+    printf("API server: %s\n", srv.is_double ? "the API-server double" : "a real kube-apiserver (KUBEBUILDER_ASSETS)");
     struct kube_client *admin = new_client(), *op = new_client();
     if (getenv("BENCH_TRACE"))
         kube_client_set_observer(op, observe, NULL);

@@ -229,6 +229,7 @@ int main(int argc, char **argv)
     curl_global_init(CURL_GLOBAL_DEFAULT);
     if (test_apiserver_start(&srv) < 0)
         return 1;
+    printf("API server: %s\n", srv.is_double ? "the API-server double" : "a real kube-apiserver (KUBEBUILDER_ASSETS)");
     struct kube_client *admin = new_client(srv.kubeconfig);
     cJSON *ns = cJSON_Parse("{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":\"mpijob-system\"}}");
     kube_create(admin, &KUBE_NAMESPACES, NULL, ns, NULL, NULL);

@@ -133,7 +133,6 @@ Test(client, invalid_object_carries_causes)
 
 Test(client, patches_apply_status_and_strategic_refused_on_custom_resources)
 {
-    REQUIRE_DOUBLE();
     struct kube_client *c = client_with(NULL);
     struct kube_status st = {.retry_after_s = -1};
     cJSON *job = cJSON_Parse("{\"apiVersion\":\"kubeflow.org/v2beta1\",\"kind\":\"MPIJob\",\"metadata\":"
@@ -173,17 +172,30 @@ Test(client, patches_apply_status_and_strategic_refused_on_custom_resources)
                             "\"data\":{\"a\":\"1\"}}",
                             &apply, &out, &st), 0);
     cr_assert_str_eq(json_string(out, "data.a"), "1");
-    cJSON_Delete(out);
-    cJSON *log = test_apiserver_log(&srv, 0);
     int found = 0;
     cJSON *e;
-    cJSON_ArrayForEach(e, log) {
-        const char *q = json_string(e, "query");
-        if (q && strstr(q, "fieldManager=mpijob-operator") && strstr(q, "force=true"))
-            found = 1;
+    if (!srv.is_double) {
+        /* a real server records the apply under our field manager (the double keeps no
+         * managedFields) */
+        cJSON_ArrayForEach(e, cJSON_GetObjectItem(cJSON_GetObjectItem(out, "metadata"), "managedFields")) {
+            const char *m = json_string(e, "manager"), *op = json_string(e, "operation");
+            if (m && op && strcmp(m, "mpijob-operator") == 0 && strcmp(op, "Apply") == 0)
+                found = 1;
+        }
+        cr_assert(found, "server-side apply must be recorded for field manager mpijob-operator");
     }
-    cJSON_Delete(log);
-    cr_assert(found, "server-side apply must send fieldManager and force");
+    cJSON_Delete(out);
+    if (srv.is_double) {
+        cJSON *log = test_apiserver_log(&srv, 0);
+        found = 0;
+        cJSON_ArrayForEach(e, log) {
+            const char *q = json_string(e, "query");
+            if (q && strstr(q, "fieldManager=mpijob-operator") && strstr(q, "force=true"))
+                found = 1;
+        }
+        cJSON_Delete(log);
+        cr_assert(found, "server-side apply must send fieldManager and force");
+    }
     struct kube_patch_opts apply_no_manager = {.type = KUBE_PATCH_APPLY};
     cr_assert_eq(kube_patch(c, &KUBE_CONFIGMAPS, "default", "x", "{}", &apply_no_manager, NULL, &st), KUBE_EINVAL);
 
@@ -226,7 +238,8 @@ Test(client, delete_with_preconditions)
 
 Test(client, list_pagination_and_selectors)
 {
-    REQUIRE_DOUBLE();
+    /* On a real server the pages are checked by their contents; the double also shows the
+     * requests they took. */
     struct kube_client *c = client_with(NULL);
     struct kube_status st = {.retry_after_s = -1};
     for (int i = 0; i < 7; i++) {
@@ -239,9 +252,12 @@ Test(client, list_pagination_and_selectors)
         cJSON_Delete(p);
     }
     int since = 0;
-    cJSON *log = test_apiserver_log(&srv, 0);
-    since = cJSON_GetArraySize(log) ? (int)json_int(cJSON_GetArrayItem(log, cJSON_GetArraySize(log) - 1), "seq", 0) + 1 : 0;
-    cJSON_Delete(log);
+    if (srv.is_double) {
+        cJSON *log = test_apiserver_log(&srv, 0);
+        since = cJSON_GetArraySize(log) ? (int)json_int(cJSON_GetArrayItem(log, cJSON_GetArraySize(log) - 1), "seq", 0) + 1
+                                        : 0;
+        cJSON_Delete(log);
+    }
 
     struct kube_list_opts page = {.limit = 3};
     cJSON *list = NULL;
@@ -255,7 +271,8 @@ Test(client, list_pagination_and_selectors)
     cr_assert_eq(kube_list_all(c, &KUBE_PODS, "default", &page, &items, &rv, &st), 0);
     cr_assert_eq(cJSON_GetArraySize(items), 7);
     cr_assert_not_null(rv);
-    cr_assert_eq(count_requests(since, "GET", "/api/v1/namespaces/default/pods", 200), 1 + 3);
+    if (srv.is_double)
+        cr_assert_eq(count_requests(since, "GET", "/api/v1/namespaces/default/pods", 200), 1 + 3);
     cJSON_Delete(items);
     free(rv);
 
@@ -269,7 +286,6 @@ Test(client, list_pagination_and_selectors)
 
 Test(client, expired_continue_token_restarts_the_list)
 {
-    REQUIRE_DOUBLE();
     struct kube_client *c = client_with(NULL);
     struct kube_status st = {.retry_after_s = -1};
     for (int i = 0; i < 5; i++) {
@@ -284,9 +300,17 @@ Test(client, expired_continue_token_restarts_the_list)
     cr_assert_eq(kube_list_page(c, &KUBE_PODS, "default", &page, &list, &st), 0);
     char *cont = strdup(json_string(list, "metadata.continue"));
     cJSON_Delete(list);
-    cr_assert_eq(test_apiserver_fault(&srv, "{\"compact\":true}"), 0);
+    cr_assert_eq(test_apiserver_compact(&srv), 0);
     page.continue_token = cont;
-    cr_assert_eq(kube_list_page(c, &KUBE_PODS, "default", &page, &list, &st), KUBE_EGONE);
+    /* a real kube-apiserver learns of etcd's compaction a moment later */
+    int rc;
+    uint64_t until = clock_now_ms() + 10000;
+    while ((rc = kube_list_page(c, &KUBE_PODS, "default", &page, &list, &st)) == 0 && clock_now_ms() < until) {
+        cJSON_Delete(list);
+        list = NULL;
+        clock_sleep_ms(100);
+    }
+    cr_assert_eq(rc, KUBE_EGONE);
     cr_assert_eq(st.http_code, 410);
     cr_assert_str_eq(st.reason, "Expired");
     cr_assert_not_null(st.continue_token, "the 410 Status carries a fresh continue token");

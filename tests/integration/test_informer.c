@@ -202,7 +202,6 @@ TestSuite(informer, .init = setup, .fini = teardown, .timeout = 90);
 
 Test(informer, lists_in_pages_then_follows_the_watch)
 {
-    REQUIRE_DOUBLE();
     for (int i = 0; i < 7; i++) {
         char n[16];
         snprintf(n, sizeof(n), "cm%d", i);
@@ -215,17 +214,19 @@ Test(informer, lists_in_pages_then_follows_the_watch)
     cr_assert_eq(informer_size(inf), 7);
     cr_assert_eq(tally_get(t, t->adds, "cm6"), 1);
 
-    /* the initial list came in pages of 3: three requests */
-    cJSON *log = test_apiserver_log(&srv, 0);
-    int lists = 0;
-    cJSON *e;
-    cJSON_ArrayForEach(e, log) {
-        const char *verb = json_string(e, "verb");
-        if (verb && strcmp(verb, "list") == 0 && strstr(json_string(e, "path"), "configmaps"))
-            lists++;
+    /* the initial list came in pages of 3: three requests (the double's request log shows them) */
+    if (srv.is_double) {
+        cJSON *log = test_apiserver_log(&srv, 0);
+        int lists = 0;
+        cJSON *e;
+        cJSON_ArrayForEach(e, log) {
+            const char *verb = json_string(e, "verb");
+            if (verb && strcmp(verb, "list") == 0 && strstr(json_string(e, "path"), "configmaps"))
+                lists++;
+        }
+        cJSON_Delete(log);
+        cr_assert_eq(lists, 3, "paginated initial list: %d list requests", lists);
     }
-    cJSON_Delete(log);
-    cr_assert_eq(lists, 3, "paginated initial list: %d list requests", lists);
 
 
     put_configmap("cm1", "1", "a");

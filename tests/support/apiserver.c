@@ -447,3 +447,70 @@ int test_apiserver_namespace(struct test_apiserver *s, const char *name)
     fprintf(stderr, "test_apiserver: creating namespace %s: HTTP %d\n", name, code);
     return -1;
 }
+
+/* A plain-HTTP JSON POST to etcd's gateway: the HTTP status, or -1. */
+static int etcd_post(const char *url, const char *body, cJSON **out)
+{
+    *out = NULL;
+    CURL *curl = curl_easy_init();
+    if (!curl)
+        return -1;
+    struct curl_slist *headers = curl_slist_append(NULL, "Content-Type: application/json");
+    struct answer a = {0};
+    curl_easy_setopt(curl, CURLOPT_URL, url);
+    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT, 30L);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &a);
+    CURLcode rc = curl_easy_perform(curl);
+    long code = -1;
+    if (rc == CURLE_OK)
+        curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &code);
+    if (rc == CURLE_OK && a.data)
+        *out = cJSON_Parse(a.data);
+    free(a.data);
+    curl_slist_free_all(headers);
+    curl_easy_cleanup(curl);
+    return rc == CURLE_OK ? (int)code : -1;
+}
+
+int test_apiserver_compact(struct test_apiserver *s)
+{
+    if (s->is_double)
+        return test_apiserver_fault(s, "{\"compact\":\"storage\"}");
+    pthread_once(&curl_once, curl_init_once);
+    char path[300], url[512], body[128];
+    snprintf(path, sizeof(path), "%s/etcd-url", s->dir);
+    char *base = slurp(path);
+    if (!base) {
+        fprintf(stderr, "test_apiserver: no %s\n", path);
+        return -1;
+    }
+    base[strcspn(base, "\n")] = 0;
+    /* A write of a key of its own (as kube-apiserver's compactor writes one), so that the
+     * compaction at its revision expires every version handed out so far. */
+    snprintf(url, sizeof(url), "%s/v3/kv/put", base);
+    cJSON *out = NULL;
+    int code = etcd_post(url, "{\"key\":\"bXBpam9iLXRlc3RzL2NvbXBhY3Q=\",\"value\":\"MQ==\"}", &out);
+    const cJSON *hdr = cJSON_GetObjectItemCaseSensitive(out, "header");
+    const cJSON *rev = cJSON_GetObjectItemCaseSensitive(hdr, "revision");
+    long long revision = cJSON_IsString(rev) ? atoll(rev->valuestring) : 0;
+    cJSON_Delete(out);
+    if (code != 200 || revision <= 0) {
+        fprintf(stderr, "test_apiserver: etcd at %s gave no revision (HTTP %d)\n", base, code);
+        free(base);
+        return -1;
+    }
+    snprintf(url, sizeof(url), "%s/v3/kv/compaction", base);
+    snprintf(body, sizeof(body), "{\"revision\":\"%lld\",\"physical\":true}", revision);
+    code = etcd_post(url, body, &out);
+    cJSON_Delete(out);
+    free(base);
+    if (code != 200) {
+        fprintf(stderr, "test_apiserver: etcd compaction at revision %lld: HTTP %d\n", revision, code);
+        return -1;
+    }
+    return 0;
+}

@@ -52,6 +52,12 @@ void test_apiserver_stop(struct test_apiserver *s);
  * double, refuses content in a namespace that does not exist. 0, or -1 with a message. */
 int test_apiserver_namespace(struct test_apiserver *s, const char *name);
 
+/* Compacts the server's storage at its current revision, as etcd's compaction does: lists and
+ * continue tokens at older versions then answer 410, while watches are still served from the
+ * watch cache. On the double, the fault {"compact":"storage"}; on a real server, etcd's own
+ * compaction through its JSON gateway (the URL in <dir>/etcd-url). 0, or -1 with a message. */
+int test_apiserver_compact(struct test_apiserver *s);
+
 /* A request to the control API (path "/_double/..."). body may be NULL (then nothing is sent;
  * use "GET"). *out, when out is not NULL, receives the parsed JSON answer (caller frees) or NULL.
  * Returns the HTTP status, or -1 when no answer came. */
