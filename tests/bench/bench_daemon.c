@@ -299,14 +299,20 @@ int main(int argc, char **argv)
     double ready_s = (double)(clock_now_ms() - t0) / 1000.0;
     int reads, writes, lease_writes;
     char verbs[256];
-    int total = count_requests(since, &reads, &writes, &lease_writes, verbs, sizeof(verbs));
-    printf("start to ready with %d existing jobs: %.2f s; %d API requests (%s)\n", jobs, ready_s, total, verbs);
-
-    int ready_seq = last_seq();
-    clock_sleep_ms(10000);
-    total = count_requests(ready_seq, &reads, &writes, &lease_writes, verbs, sizeof(verbs));
-    printf("in the 10 s after ready: %d requests (%s): %d writes to jobs and their objects, %d Lease renewals\n",
-           total, verbs, writes, lease_writes);
+    if (srv.is_double) {
+        int total = count_requests(since, &reads, &writes, &lease_writes, verbs, sizeof(verbs));
+        printf("start to ready with %d existing jobs: %.2f s; %d API requests (%s)\n", jobs, ready_s, total, verbs);
+        int ready_seq = last_seq();
+        clock_sleep_ms(10000);
+        total = count_requests(ready_seq, &reads, &writes, &lease_writes, verbs, sizeof(verbs));
+        printf("in the 10 s after ready: %d requests (%s): %d writes to jobs and their objects, %d Lease renewals\n",
+               total, verbs, writes, lease_writes);
+    } else {
+        /* requests are counted from the double's request log, which a real server lacks */
+        printf("start to ready with %d existing jobs: %.2f s (requests not counted: no request log on a real "
+               "kube-apiserver)\n", jobs, ready_s);
+        clock_sleep_ms(10000);
+    }
 
     long rss0 = proc_status_kib(pid, "VmRSS:");
     double cpu0 = cpu_seconds(pid);
