@@ -6,6 +6,12 @@
 # namespaces) and mpijob-operator, applies manifests/examples/mpijob-tcp.yaml with kubectl, follows
 # the job, prints the training summary, and removes everything it made.
 #
+# With KUBEBUILDER_ASSETS naming a directory with etcd, kube-apiserver, kube-controller-manager
+# and kube-scheduler, those run instead of the double (launch.py --control-plane), and the
+# simulation plays only the kubelet: the real scheduler binds the pods, the real Job controller
+# and garbage collector do their parts. With etcd and kube-apiserver only, the real API server
+# runs with the whole simulation.
+#
 #   scripts/demo.sh [MANIFEST]        (needs root: network namespaces, bridges, mounts)
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -35,6 +41,13 @@ cleanup() {
     if [ -f "$work/api/pid" ]; then
         # shellcheck disable=SC2046
         kill $(cat "$work/api/pid") 2>/dev/null
+        # the API server (and the control plane) stop within seconds; their state goes after them
+        for _ in $(seq 50); do
+            alive=""
+            for pid in $(cat "$work/api/pid"); do kill -0 "$pid" 2>/dev/null && alive=1; done
+            [ -z "$alive" ] && break
+            sleep 0.2
+        done
     fi
     [ -n "${DEMO_KEEP:-}" ] && echo "kept: $work" && return
     rm -rf "$work"
@@ -42,15 +55,34 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-say "Starting a Kubernetes API server (the project's double, HTTPS on 127.0.0.1)"
-python3 tests/apiserver/launch.py --state-dir "$work/api" --background \
-    --rbac deploy/mpijob-operator.yaml >/dev/null || fail "the API server did not start"
+control_plane=""
+roles="kubelet,scheduler,jobs,gc"
+assets=${KUBEBUILDER_ASSETS:-}
+if [ -n "$assets" ] && [ -x "$assets/etcd" ] && [ -x "$assets/kube-apiserver" ]; then
+    if [ -x "$assets/kube-controller-manager" ] && [ -x "$assets/kube-scheduler" ]; then
+        control_plane="--control-plane"
+        roles="kubelet"
+        say "Starting a Kubernetes control plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler ($assets)"
+    else
+        say "Starting a Kubernetes API server: etcd and kube-apiserver ($assets)"
+    fi
+else
+    say "Starting a Kubernetes API server (the project's double, HTTPS on 127.0.0.1)"
+fi
+# shellcheck disable=SC2086
+python3 tests/apiserver/launch.py --state-dir "$work/api" --background $control_plane \
+    --rbac deploy/mpijob-operator.yaml >/dev/null || fail "the API server did not start (logs: DEMO_KEEP=1)"
 export KUBECONFIG="$work/api/kubeconfig"
 echo "kubeconfig: $KUBECONFIG"
 echo "The operator's own token is held to the RBAC of deploy/mpijob-operator.yaml."
 
-say "Starting the local cluster: kubelet, scheduler, Job controller, garbage collector"
+if [ -n "$control_plane" ]; then
+    say "Starting the local node: the kubelet (the real scheduler binds pods to it)"
+else
+    say "Starting the local cluster: kubelet, scheduler, Job controller, garbage collector"
+fi
 python3 tests/cluster/cluster.py --kubeconfig "$KUBECONFIG" --state-dir "$work/cluster" \
+    --roles "$roles" --node-resource cpu=64 --node-resource memory=256Gi --node-resource nvidia.com/gpu=4 \
     --image-bin "$PWD/build/bin/mpijob-worker" \
     --image-file "$PWD/worker-image/sshd_config=/etc/ssh/sshd_config" \
     --image-file "$PWD/worker-image/ssh_config=/etc/ssh/ssh_config.d/mpijob.conf" \

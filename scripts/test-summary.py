@@ -20,7 +20,7 @@ import re
 WRAPPERS = {
     "cluster::simulation_suites", "e2e::scenarios", "kubectl::against_the_double",
     "deploy::chart_deploy_file_and_dockerfile", "manifests::crd_schema_and_examples",
-    "apiserver::rbac_authorizer",
+    "apiserver::rbac_authorizer", "apiserver::launcher_stops_on_sigterm",
 }
 
 

@@ -541,7 +541,9 @@ def add_default_tolerations(spec):
     spec["tolerations"] = tol
 
 
-def default_pod_spec(spec, admission=True):
+def default_pod_spec(spec, admission=True, pod=True):
+    """Defaults of a PodSpec; pod: it is a Pod's own (SetDefaults_Pod adds enableServiceLinks,
+    which pod templates do not get)."""
     if not isinstance(spec, dict):
         return spec
     for key in ("containers", "initContainers", "ephemeralContainers"):
@@ -562,7 +564,8 @@ def default_pod_spec(spec, admission=True):
         add_default_tolerations(spec)
         spec.setdefault("priority", 0)
         spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
-    spec.setdefault("enableServiceLinks", True)
+    if pod:
+        spec.setdefault("enableServiceLinks", True)
     return ordered(spec, POD_SPEC_ORDER)
 
 
@@ -708,8 +711,13 @@ def default_job(obj, create, old=None, sub=""):
         ml.setdefault(JOB_UID_LABEL, uid)
         sel["matchLabels"] = ml
         spec["selector"] = sel
+        spec["manualSelector"] = False      # as the Job strategy records a generated selector
     tmpl["metadata"] = ordered(tmeta, ["name", "namespace", "creationTimestamp", "labels", "annotations"])
-    tmpl["spec"] = default_pod_spec(tmpl.get("spec"), admission=False)
+    if create and not obj["metadata"].get("labels") and tmeta.get("labels"):
+        # SetDefaults_Job: a Job without labels takes its pod template's
+        obj["metadata"]["labels"] = dict(tmeta["labels"])
+        obj["metadata"] = ordered(obj["metadata"], META_ORDER)
+    tmpl["spec"] = default_pod_spec(tmpl.get("spec"), admission=False, pod=False)
     spec["template"] = ordered(tmpl, ["metadata", "spec"])
     obj["spec"] = ordered(spec, JOB_SPEC_ORDER)
     if create:
@@ -790,8 +798,11 @@ def validate_job_status_update(old, new, errors):
             errors.append(fe_invalid("status." + f, nst.get(f) or 0, "cannot decrease the %s counter" % word))
     if nst.get("completionTime") and ost.get("completionTime") and nst["completionTime"] != ost["completionTime"]:
         errors.append(fe_invalid("status.completionTime", nst["completionTime"], "completionTime cannot be mutated"))
+    resuming = _job_cond(old, "Suspended") and any(
+        isinstance(c, dict) and c.get("type") == "Suspended" and c.get("status") == "False"
+        for c in nst.get("conditions") or [])
     if ost.get("startTime") and ost.get("startTime") != nst.get("startTime") and \
-            not (new.get("spec") or {}).get("suspend"):
+            not (new.get("spec") or {}).get("suspend") and not resuming:
         errors.append(fe_required("status.startTime", "startTime cannot be removed for unsuspended job"))
     if was["SuccessCriteriaMet"] and not cond["SuccessCriteriaMet"]:
         errors.append(omit("status.conditions", "cannot disable the SuccessCriteriaMet=True condition"))

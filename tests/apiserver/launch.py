@@ -13,6 +13,11 @@ Either way DIR ends up with: ca.crt, kubeconfig, port, pid (one process id per l
 the process group of the first one is enough), info.json ({"kind": "double"|"real"}) and,
 written last, ready.
 
+--control-plane (real binaries only) also starts kube-controller-manager and kube-scheduler from
+KUBEBUILDER_ASSETS against the admin kubeconfig (leader election off, secure ports on 127.0.0.1,
+the ServiceAccount admission plugin on); info.json then says {"kind": "real", "controlPlane": true}
+and pid lists them too. They are stopped first on SIGTERM.
+
 --background returns once DIR/ready exists (or fails after 60 s), leaving the server running in
 its own session; stop it with: kill -TERM -$(head -1 DIR/pid)
 """
@@ -33,6 +38,7 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 READY_TIMEOUT = 60.0
+STOP_GRACE = 5.0      # seconds for the children to stop before SIGKILL (tests/support allows 8 in all)
 
 
 def write_atomic(path, text):
@@ -82,6 +88,8 @@ RBAC_TOKEN = "operator-token"   # the token of <state-dir>/operator.kubeconfig (
 
 
 def run_double(args):
+    if args.control_plane:
+        log("--control-plane needs real binaries (KUBEBUILDER_ASSETS); the double runs alone")
     write_atomic(os.path.join(args.state_dir, "info.json"), json.dumps({"kind": "double"}) + "\n")
     write_atomic(os.path.join(args.state_dir, "pid"), "%d\n" % os.getpid())
     argv = [sys.executable, os.path.join(HERE, "apiserver.py"), "--state-dir", args.state_dir,
@@ -127,7 +135,27 @@ CRDS = [
 ]
 
 
+def project_crd():
+    """The MPIJob CRD users install (manifests/crd), with its schema, printer columns and
+    versions, so that the real server admits MPIJobs as a cluster does."""
+    import yaml
+    with open(os.path.join(os.path.dirname(os.path.dirname(HERE)), "manifests", "crd",
+                           "kubeflow.org_mpijobs.yaml")) as f:
+        return yaml.safe_load(f)
+
+
+class Stopped(Exception):
+    """SIGTERM or SIGINT arrived while the server was starting."""
+
+
 class Real:
+    """A real etcd and kube-apiserver, supervised from the main thread.
+
+    Signal handlers only set `stop_requested`: the work of stopping (terminating and reaping the
+    children) happens in the main loop. A handler that itself waited for a child could deadlock
+    on subprocess's internal lock, held by the poll() it interrupted, and then the launcher
+    neither exited nor reaped its children."""
+
     def __init__(self, args, etcd_bin, apiserver_bin):
         self.args = args
         self.dir = args.state_dir
@@ -135,25 +163,30 @@ class Real:
         self.apiserver_bin = apiserver_bin
         self.procs = []
         self.stopping = False
+        self.stop_requested = False
 
     def spawn(self, argv, logname):
         out = open(os.path.join(self.dir, logname), "ab")
+        # Each child in its own session: a SIGTERM to the launcher's process group reaches the
+        # launcher alone, which then stops kube-apiserver before etcd (about 1 s instead of 4).
         p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                             preexec_fn=die_with_parent, close_fds=True)
+                             preexec_fn=die_with_parent, close_fds=True, start_new_session=True)
         out.close()
         self.procs.append(p)
         return p
 
     def stop(self):
+        """Stops the children newest first, each before the next (kube-apiserver shuts down faster
+        while its etcd still answers): SIGTERM, then SIGKILL once STOP_GRACE seconds in all
+        have passed."""
         self.stopping = True
+        deadline = time.monotonic() + STOP_GRACE
         for p in reversed(self.procs):
             if p.poll() is None:
                 try:
                     p.terminate()
                 except OSError:
                     pass
-        deadline = time.monotonic() + 10
-        for p in reversed(self.procs):
             try:
                 p.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
@@ -176,6 +209,8 @@ class Real:
     def wait_for(self, what, check, deadline):
         last = None
         while time.monotonic() < deadline:
+            if self.stop_requested:
+                raise Stopped()
             for p in self.procs:
                 if p.poll() is not None:
                     raise RuntimeError("%s exited with status %s while waiting for %s (logs in %s)" % (
@@ -244,7 +279,10 @@ class Real:
         etcd = self.spawn([self.etcd_bin, "--name=default", "--data-dir=" + os.path.join(d, "etcd"),
                            "--listen-client-urls=" + etcd_url, "--advertise-client-urls=" + etcd_url,
                            "--listen-peer-urls=" + peer_url, "--initial-advertise-peer-urls=" + peer_url,
-                           "--initial-cluster=default=" + peer_url, "--unsafe-no-fsync=true"], "etcd.log")
+                           "--initial-cluster=default=" + peer_url, "--unsafe-no-fsync=true",
+                           # as kubeadm runs etcd: without progress notifications the watch cache
+                           # of a quiet resource never moves, and watches get no bookmarks
+                           "--experimental-watch-progress-notify-interval=5s"], "etcd.log")
 
         def etcd_healthy():
             with urllib.request.urlopen(etcd_url + "/health", timeout=2) as resp:
@@ -269,9 +307,9 @@ class Real:
             "--service-account-signing-key-file=" + sa_key,
             "--service-cluster-ip-range=10.0.0.0/24",
             "--allow-privileged=true",
-            "--disable-admission-plugins=ServiceAccount",
+            *serviceaccount_admission(self.args),
             "--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
-        ], "kube-apiserver.log")
+        ] + self.audit_flags(rbac_user), "kube-apiserver.log")
 
         def readyz():
             code, _ = self.https("GET", "/readyz")
@@ -279,7 +317,7 @@ class Real:
 
         self.wait_for("kube-apiserver /readyz", readyz, deadline)
 
-        crds = [] if self.args.without_crds else CRDS
+        crds = [] if self.args.without_crds else [project_crd()] + CRDS[1:]
         for c in crds:
             code, body = self.https("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", c)
             if code not in (201, 409):
@@ -313,19 +351,151 @@ class Real:
         if rbac_user:
             write_atomic(os.path.join(d, "operator.kubeconfig"), kubeconfig_text(self.url, ca_pem, RBAC_TOKEN))
         write_atomic(os.path.join(d, "port"), "%d\n" % port)
-        write_atomic(os.path.join(d, "pid"), "%d\n%d\n%d\n" % (os.getpid(), etcd.pid, apiserver.pid))
-        write_atomic(os.path.join(d, "info.json"), json.dumps({"kind": "real"}) + "\n")
+        write_atomic(os.path.join(d, "etcd-url"), etcd_url + "\n")
+        info = {"kind": "real"}
+        if getattr(self.args, "control_plane", False):
+            ControlPlane(self, ca_pem).start(time.monotonic() + READY_TIMEOUT)
+            info["controlPlane"] = True
+        write_atomic(os.path.join(d, "pid"), "".join("%d\n" % x for x in [os.getpid()] + [p.pid for p in self.procs]))
+        write_atomic(os.path.join(d, "info.json"), json.dumps(info) + "\n")
         write_atomic(os.path.join(d, "ready"), "%d\n" % os.getpid())
 
+    def audit_flags(self, rbac_user):
+        """With $MPIJOB_TEST_RBAC_USAGE set, the server's audit log records the requests of the
+        operator's ServiceAccount, so that the RBAC coverage check works as on the double."""
+        self.usage_log = os.environ.get("MPIJOB_TEST_RBAC_USAGE")
+        self.rbac_user = rbac_user
+        if not self.usage_log or not rbac_user:
+            return []
+        policy = os.path.join(self.dir, "audit-policy.yaml")
+        with open(policy, "w") as f:
+            f.write("apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n"
+                    "- level: Metadata\n  users: [%s]\n- level: None\n" % json.dumps(rbac_user))
+        return ["--audit-policy-file=" + policy, "--audit-log-path=" + os.path.join(self.dir, "audit.log"),
+                "--audit-log-mode=blocking"]
+
+    def write_usage(self):
+        """Appends one line per request the server allowed the operator's ServiceAccount
+        ("verb group resource[/sub] namespace", as the double writes them) to the usage log."""
+        if not getattr(self, "usage_log", None) or not self.rbac_user:
+            return
+        lines = []
+        try:
+            with open(os.path.join(self.dir, "audit.log")) as f:
+                for line in f:
+                    try:
+                        ev = json.loads(line)
+                    except ValueError:
+                        continue
+                    if (ev.get("user") or {}).get("username") != self.rbac_user:
+                        continue
+                    if (ev.get("annotations") or {}).get("authorization.k8s.io/decision") != "allow":
+                        continue
+                    ref = ev.get("objectRef") or {}
+                    if not ref.get("resource"):
+                        continue
+                    res = ref["resource"] + ("/" + ref["subresource"] if ref.get("subresource") else "")
+                    lines.append("%s %s %s %s\n" % (ev.get("verb"), ref.get("apiGroup") or '""', res,
+                                                     ref.get("namespace") or "-"))
+        except OSError:
+            return
+        with open(self.usage_log, "a") as f:
+            f.write("".join(lines))
+
     def supervise(self):
-        while not self.stopping:
+        while not self.stop_requested:
             for p in self.procs:
-                if p.poll() is not None and not self.stopping:
+                if p.poll() is not None:
                     log("%s exited with status %s; stopping (logs in %s)" % (p.args[0], p.returncode, self.dir))
                     self.stop()
                     return 1
-            time.sleep(0.2)
+            time.sleep(0.1)
+        self.stop()
+        self.write_usage()
         return 0
+
+# --------------------------------------------------------------------------------------------
+# The control plane (--control-plane): kube-controller-manager and kube-scheduler
+# --------------------------------------------------------------------------------------------
+
+def control_plane_assets():
+    """(kube-controller-manager, kube-scheduler) from KUBEBUILDER_ASSETS, or None."""
+    assets = os.environ.get("KUBEBUILDER_ASSETS")
+    if not assets:
+        return None
+    kcm = os.path.join(assets, "kube-controller-manager")
+    scheduler = os.path.join(assets, "kube-scheduler")
+    if os.access(kcm, os.X_OK) and os.access(scheduler, os.X_OK):
+        return kcm, scheduler
+    return None
+
+
+def serviceaccount_admission(args):
+    """kube-apiserver's ServiceAccount admission plugin is off unless the control plane runs: it
+    refuses pods in a namespace without a `default` ServiceAccount, which only the
+    controller-manager's serviceaccount controller creates."""
+    return [] if getattr(args, "control_plane", False) else ["--disable-admission-plugins=ServiceAccount"]
+
+
+class ControlPlane:
+    """kube-controller-manager and kube-scheduler against the admin kubeconfig, leader election
+    off, their secure ports on 127.0.0.1. Started by Real.start (its children, so stopped first by
+    Real.stop); ready once both answer /healthz and the serviceaccount and root-ca-cert-publisher
+    controllers have served the namespace `default`."""
+
+    def __init__(self, real, ca_pem):
+        self.real = real
+        self.ca_pem = ca_pem
+
+    @staticmethod
+    def healthz(port):
+        ctx = ssl._create_unverified_context()      # the components' own self-signed serving certs
+        with urllib.request.urlopen("https://127.0.0.1:%d/healthz" % port, context=ctx, timeout=2) as resp:
+            return resp.status == 200
+
+    def start(self, deadline):
+        from apiserver import kubeconfig_text
+        real = self.real
+        d = real.dir
+        bins = control_plane_assets()
+        if bins is None:
+            raise RuntimeError("--control-plane: KUBEBUILDER_ASSETS=%s lacks kube-controller-manager or "
+                               "kube-scheduler" % os.environ.get("KUBEBUILDER_ASSETS"))
+        kcm_bin, scheduler_bin = bins
+        kubeconfig = os.path.join(d, "control-plane.kubeconfig")
+        write_atomic(kubeconfig, kubeconfig_text(real.url, self.ca_pem, real.args.token))
+        kcm_port, scheduler_port = free_port(), free_port()
+        real.spawn([
+            kcm_bin,
+            "--kubeconfig=" + kubeconfig,
+            "--leader-elect=false",
+            "--bind-address=127.0.0.1",
+            "--secure-port=%d" % kcm_port,
+            "--cert-dir=" + os.path.join(d, "kcm-certs"),
+            "--service-account-private-key-file=" + os.path.join(d, "sa.key"),
+            "--root-ca-file=" + os.path.join(d, "ca.crt"),
+        ], "kube-controller-manager.log")
+        real.spawn([
+            scheduler_bin,
+            "--kubeconfig=" + kubeconfig,
+            "--leader-elect=false",
+            "--bind-address=127.0.0.1",
+            "--secure-port=%d" % scheduler_port,
+            "--cert-dir=" + os.path.join(d, "scheduler-certs"),
+        ], "kube-scheduler.log")
+        real.wait_for("kube-controller-manager /healthz", lambda: self.healthz(kcm_port), deadline)
+        real.wait_for("kube-scheduler /healthz", lambda: self.healthz(scheduler_port), deadline)
+
+        def namespace_served():
+            code, _ = real.https("GET", "/api/v1/namespaces/default/serviceaccounts/default")
+            if code != 200:
+                return False
+            code, _ = real.https("GET", "/api/v1/namespaces/default/configmaps/kube-root-ca.crt")
+            return code == 200
+
+        real.wait_for("the default ServiceAccount and kube-root-ca.crt", namespace_served, deadline)
+        write_atomic(os.path.join(d, "control-plane.json"),
+                     json.dumps({"controllerManagerPort": kcm_port, "schedulerPort": scheduler_port}) + "\n")
 
 
 def run_real(args, etcd_bin, apiserver_bin):
@@ -333,13 +503,15 @@ def run_real(args, etcd_bin, apiserver_bin):
     real = Real(args, etcd_bin, apiserver_bin)
 
     def on_signal(signum, frame):
-        real.stop()
-        os._exit(0)
+        real.stop_requested = True
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     try:
         real.start()
+    except Stopped:
+        real.stop()
+        return 0
     except (RuntimeError, OSError, subprocess.CalledProcessError) as e:
         log(str(e))
         real.stop()
@@ -361,6 +533,9 @@ def main():
                     help="install no CRD (the double: serve no custom resources)")
     ap.add_argument("--rbac", action="append", default=[],
                     help="RBAC objects (YAML) enforced for the token in <state-dir>/operator.kubeconfig")
+    ap.add_argument("--control-plane", action="store_true",
+                    help="(real binaries only) also start kube-controller-manager and kube-scheduler from "
+                         "KUBEBUILDER_ASSETS, with the ServiceAccount admission plugin on")
     args = ap.parse_args()
     args.rbac = [os.path.abspath(f) for f in args.rbac]
     args.state_dir = os.path.abspath(args.state_dir)
@@ -375,7 +550,7 @@ def main():
         child = os.fork()
         if child:
             ready = os.path.join(args.state_dir, "ready")
-            deadline = time.monotonic() + READY_TIMEOUT
+            deadline = time.monotonic() + READY_TIMEOUT * (2 if args.control_plane else 1)
             while time.monotonic() < deadline:
                 if os.path.exists(ready):
                     print(args.state_dir)

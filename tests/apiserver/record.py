@@ -64,6 +64,23 @@ WIDGETS = {
 
 PODS = "/api/v1/namespaces/default/pods"
 JOBS = "/apis/batch/v1/namespaces/default/jobs"
+def _suspended(status, reason):
+    return {"type": "Suspended", "status": status, "reason": reason, "message": reason,
+            "lastProbeTime": "2026-11-25T10:00:01Z", "lastTransitionTime": "2026-11-25T10:00:01Z"}
+
+
+# A suspended Job resumed: the Job controller writes Suspended=False and a new startTime at once,
+# which the server allows only on resumption (replay_test.py plays the same steps).
+RESUME_SETUP = [
+    ("PATCH", "/apis/batch/v1/namespaces/default/jobs/j1/status", {"status": {"startTime": "2026-11-25T10:00:00Z"}},
+     "application/merge-patch+json"),
+    ("PATCH", "/apis/batch/v1/namespaces/default/jobs/j1", {"spec": {"suspend": True}}, "application/merge-patch+json"),
+    ("PATCH", "/apis/batch/v1/namespaces/default/jobs/j1/status",
+     {"status": {"conditions": [_suspended("True", "JobSuspended")]}}, "application/merge-patch+json"),
+    ("PATCH", "/apis/batch/v1/namespaces/default/jobs/j1", {"spec": {"suspend": False}}, "application/merge-patch+json"),
+]
+RESUME_WRITE = {"status": {"conditions": [_suspended("False", "JobResumed")], "startTime": "2026-11-25T10:00:05Z"}}
+
 JOB = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j1"},
        "spec": {"template": {"spec": {"restartPolicy": "Never",
                                       "containers": [{"name": "c", "image": "busybox"}]}}}}
@@ -279,6 +296,10 @@ def run(rec, args):
                  {"status": {"conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
                                              "message": "m"}]}},
                  "application/merge-patch+json", expect=422)
+    for step in RESUME_SETUP:
+        rec.must(*step)
+    rec.exchange("job-status-resume-with-new-start-time", "PATCH", JOBS + "/j1/status", RESUME_WRITE,
+                 "application/merge-patch+json", expect=200)
 
 
 def main():

@@ -250,7 +250,7 @@ class Translator:
             if not (isinstance(rec, str) and isinstance(dbl, str) and dbl.endswith("Z")):
                 raise Mismatch("%s: recorded %s, got %s" % (path, json.dumps(rec), json.dumps(dbl)))
             return
-        if key == "uid" and isinstance(rec, str):
+        if key in ("uid", "controller-uid", "batch.kubernetes.io/controller-uid") and isinstance(rec, str):
             if not isinstance(dbl, str) or len(dbl) != 36:
                 raise Mismatch("%s: got uid %s" % (path, json.dumps(dbl)))
             self.bind_uid(rec, dbl, path)
@@ -312,6 +312,10 @@ def setup_before(num, dbl, tr):
             "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j1"},
             "spec": {"template": {"spec": {"restartPolicy": "Never",
                                            "containers": [{"name": "c", "image": "busybox"}]}}}}), 201, "create j1")
+    elif num == "32":
+        import record
+        for method, path, body, ct in record.RESUME_SETUP:
+            must(dbl.json(method, path, body, ct), 200, "%s %s" % (method, path))
     elif num == "19":
         # etcd's compaction: a real watch cache still serves older versions (recording 28)
         must(dbl.json("POST", "/_double/fault", {"compact": "storage"}), 200, "compact")

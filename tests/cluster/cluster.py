@@ -3,9 +3,13 @@
 
     cluster.py --kubeconfig PATH [--roles kubelet,scheduler,jobs,gc] [--cluster-domain cluster.local]
                [--state-dir DIR] [--log-file FILE] [--job-pod-backoff SECONDS]
+               [--node-resource NAME=QUANTITY]
 
 Roles (each in its own thread, against any API server reachable through the kubeconfig):
-  kubelet    runs pods as processes on this machine (kubelet.py)
+  kubelet    runs pods as processes on this machine (kubelet.py); registers the Node "sim-node" and
+             keeps it Ready (Lease in kube-node-lease, status heartbeats) where nodes are served.
+             With a real kube-controller-manager and kube-scheduler (launch.py --control-plane),
+             `--roles kubelet` alone makes a whole cluster
   scheduler  binds pods that have no node to the single node "sim-node" (and creates that Node)
   jobs       the batch/v1 Job controller (jobcontroller.py)
   gc         the garbage collector (gc.py)
@@ -21,6 +25,7 @@ import argparse
 import ctypes
 import logging
 import os
+import re
 import signal
 import sys
 import tempfile
@@ -201,6 +206,10 @@ def parse_args(argv):
     ap.add_argument("--image-file", action="append", default=[], metavar="FILE=PATH",
                     help="a file the pods' image holds at PATH (repeatable), e.g. "
                          "worker-image/sshd_config=/etc/ssh/sshd_config")
+    ap.add_argument("--node-resource", action="append", default=[], metavar="NAME=QUANTITY",
+                    help="what the kubelet's Node offers (repeatable), over this machine's own figures: "
+                         "cpu=64, memory=256Gi, pods=250, or an extended resource such as nvidia.com/gpu=4, "
+                         "as a device plugin would advertise it")
     ap.add_argument("--job-pod-backoff", type=float, default=10.0, metavar="SECONDS",
                     help="first delay before a Job's failed pod is replaced, doubled per failure up to 6 min "
                          "(default 10, as kube-controller-manager; 0 disables)")
@@ -233,6 +242,16 @@ def parse_args(argv):
         if not sep or not src or not dest.startswith("/"):
             ap.error("--image-file %s: expected FILE=/absolute/path/in/the/image" % spec)
         args.image_files.append((dest, src))
+    args.node_resources = {}
+    for spec in args.node_resource:
+        name, sep, qty = spec.partition("=")
+        if not sep or not (name in ("cpu", "memory", "pods", "ephemeral-storage") or "/" in name) or \
+                not re.fullmatch(r"[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?", qty):
+            ap.print_usage(sys.stderr)
+            sys.stderr.write("cluster.py: error: --node-resource %s: expected NAME=QUANTITY (cpu, memory, pods, "
+                             "ephemeral-storage or DOMAIN/NAME)\n" % spec)
+            sys.exit(2)
+        args.node_resources[name] = qty
     args.roles = roles
     return args
 
@@ -251,14 +270,14 @@ def main(argv=None):
             log.error("the parent exited before the simulation started")
             return 1
 
-    state_dir = args.state_dir or tempfile.mkdtemp(prefix="mpijob-cluster.")
-    os.makedirs(state_dir, exist_ok=True)
-    pid_file = os.path.join(state_dir, "cluster.pid")
     try:
         kube = Kube.from_kubeconfig(args.kubeconfig)
     except (OSError, ValueError, KeyError) as e:
         log.error("kubeconfig %s: %s", args.kubeconfig, e)
         return 1
+    state_dir = args.state_dir or tempfile.mkdtemp(prefix="mpijob-cluster.")
+    os.makedirs(state_dir, exist_ok=True)
+    pid_file = os.path.join(state_dir, "cluster.pid")
 
     stop = threading.Event()
     failed = []
@@ -285,7 +304,7 @@ def main(argv=None):
         if "kubelet" in args.roles:
             from kubelet import Kubelet
             kubelet = Kubelet(kube, args.cluster_domain, state_dir, image_bin=args.image_bin,
-                              image_files=image_files)
+                              image_files=image_files, node_resources=args.node_resources)
             runners.append(("kubelet", kubelet.run))
         if "scheduler" in args.roles:
             runners.append(("scheduler", Scheduler(kube).run))

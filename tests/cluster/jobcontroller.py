@@ -1,4 +1,10 @@
-"""The batch/v1 Job controller of the cluster simulation, modelled on kube-controller-manager 1.31.
+"""The batch/v1 Job controller of the cluster simulation, modelled on kube-controller-manager 1.32.
+
+Its status writes follow kube-controller-manager 1.32's, so that kube-apiserver 1.32's Job status
+validation accepts them (the cluster tests fail on any 422 against a real server): the interim condition (SuccessCriteriaMet,
+FailureTarget) at the latest in the write that adds Complete or Failed, startTime before any
+terminal condition, completionTime with Complete, no active, terminating or uncounted pods in a
+finished Job, a new startTime only in the write that turns Suspended to False.
 
 What it does, as the real one does for non-indexed Jobs:
 - pods named <job>-<5 random chars> from spec.template, labelled batch.kubernetes.io/job-name,

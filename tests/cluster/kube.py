@@ -9,6 +9,7 @@
     k.patch(path, merge_patch)            merge patch on path
     k.patch_status(path, merge_patch)     merge patch on path + "/status"
     k.watch(path, rv, on_event, stop_event)
+    k.ensure_namespace(name)              creates the Namespace unless it exists
 
 Paths are API paths such as "/api/v1/namespaces/default/pods". Any answer other than 2xx (and 404
 where the method says so) raises KubeError(code, body). Every call opens its own connection, so
@@ -248,6 +249,14 @@ class Kube:
         # nothing in a simulated cluster would remove.
         return self._ok("DELETE", path, {"kind": "DeleteOptions", "apiVersion": "v1",
                                          "propagationPolicy": "Background"}, allow_404=True) is not None
+
+    def ensure_namespace(self, name):
+        """Creates the Namespace `name` unless it exists: a real kube-apiserver refuses to create
+        objects in a namespace that does not exist (404 namespaces "x" not found)."""
+        code, obj = self.request("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                                                  "metadata": {"name": name}})
+        if code not in (200, 201, 409):
+            raise KubeError(code, obj)
 
     def patch(self, path, merge_patch):
         return self._ok("PATCH", path, merge_patch, "application/merge-patch+json")

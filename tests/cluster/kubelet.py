@@ -26,8 +26,17 @@ Per pod (spec.nodeName == node name, no deletionTimestamp, not yet finished):
     reason Completed or Error; 128+N for signal N), restartPolicy Always/OnFailure restarting with
     a short back-off (0.5 s doubling up to 5 s; probes run every min(periodSeconds, 1) s);
   - deletion (deletionTimestamp, or the pod gone): SIGTERM to each container's main process,
-    SIGKILL after the grace period (capped at 5 s), namespace removed, then the pod is deleted with
+    SIGKILL after the grace period (capped at 5 s), the terminal phase written (Succeeded if every
+    container ended with 0, else Failed), namespace removed, then the pod is deleted with
     gracePeriodSeconds=0 if it still exists.
+
+The node (NodeReporter), where the server serves nodes: the Node object with capacity and
+allocatable (this machine's cpu, memory and disk, 110 pods, node_resources such as
+{"nvidia.com/gpu": "4"}), conditions, addresses and nodeInfo; a Lease in kube-node-lease renewed
+every 10 s and node status posted every 10 s, so a real kube-controller-manager keeps the node
+Ready and untainted and a real kube-scheduler binds pods to it. Projected serviceAccountToken
+sources (what the ServiceAccount admission plugin adds to every pod) are filled through the
+TokenRequest API, bound to the pod.
 
 Test hooks (also for other processes): kill_pod(ns, name) SIGKILLs every container of the pod,
 which then ends as a SIGKILL ends a real container (exitCode 137, reason Error; phase Failed under
@@ -255,6 +264,7 @@ class PodRunner:
         self.evict_req = None
         self.finished = threading.Event()
         self.volume_sources = {}      # volume name -> host path
+        self.tokens = {}              # (serviceaccount, audience, seconds) -> (token, renew at)
         self.next_refresh = 0.0
         self.lock = threading.Lock()
         self.thread = threading.Thread(target=self._run, name="pod-%s/%s" % (self.ns, self.name), daemon=True)
@@ -321,13 +331,26 @@ class PodRunner:
     pod_ip = None
 
     def _qos(self):
-        res = [c.get("resources") or {} for c in (self.spec.get("containers") or [])]
-        if not any(r.get("limits") or r.get("requests") for r in res):
+        """The pod's QoS class: the one the API server set at creation (a real kube-apiserver
+        does, and refuses any other later: the field is immutable), else computed as it does,
+        from the cpu and memory requests and limits alone (extended resources such as
+        nvidia.com/gpu do not count)."""
+        given = (self.pod.get("status") or {}).get("qosClass")
+        if given:
+            return given
+        res = [c.get("resources") or {} for c in
+               (self.spec.get("initContainers") or []) + (self.spec.get("containers") or [])]
+
+        def pick(r, kind):
+            return {k: v for k, v in (r.get(kind) or {}).items() if k in ("cpu", "memory") and str(v) not in ("0", "")}
+        if not any(pick(r, "limits") or pick(r, "requests") for r in res):
             return "BestEffort"
-        if all(r.get("limits", {}).get("cpu") and r.get("limits", {}).get("memory")
-               and (r.get("requests") or r.get("limits")) == r.get("limits") for r in res):
-            return "Guaranteed"
-        return "Burstable"
+        for r in res:
+            limits = pick(r, "limits")
+            requests = dict(limits, **pick(r, "requests"))   # requests default to the limits
+            if set(limits) != {"cpu", "memory"} or requests != limits:
+                return "Burstable"
+        return "Guaranteed"
 
     def _publish(self):
         st = self._status()
@@ -410,11 +433,35 @@ class PodRunner:
                                ("%s %s" % ("secret" if secret else "configmap", src.get("name")), optional))
                 elif "downwardAPI" in s:
                     add_downward(s["downwardAPI"].get("items"), dm)
+                elif "serviceAccountToken" in s:
+                    src = s["serviceAccountToken"]
+                    files.append((src.get("path") or "token", self._token(src).encode(), dm))
                 else:
                     log.warning("%s/%s: projected source %s is not simulated", self.ns, self.name, list(s))
         if fs_group is not None:
             files = [(p, d, m | 0o440) for p, d, m in files]
         return files, fs_group
+
+    def _token(self, src):
+        """A token of the pod's ServiceAccount for a projected serviceAccountToken source, through
+        the TokenRequest API (bound to the pod), as a kubelet gets it; asked again once 80% of its
+        lifetime has passed."""
+        sa = self.spec.get("serviceAccountName") or self.spec.get("serviceAccount") or "default"
+        audience = src.get("audience") or ""
+        seconds = int(src.get("expirationSeconds") or 3600)
+        key = (sa, audience, seconds)
+        cached = self.tokens.get(key)
+        if cached and time.monotonic() < cached[1]:
+            return cached[0]
+        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                "spec": {"audiences": [audience] if audience else None, "expirationSeconds": seconds,
+                         "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": self.name, "uid": self.uid}}}
+        code, obj = self.k.kube.request("POST", "/api/v1/namespaces/%s/serviceaccounts/%s/token" % (self.ns, sa), body)
+        if code not in (200, 201) or not isinstance(obj, dict) or not (obj.get("status") or {}).get("token"):
+            raise _Missing("token of serviceaccount %s/%s: HTTP %d %s" % (self.ns, sa, code, str(obj)[:200]))
+        token = obj["status"]["token"]
+        self.tokens[key] = (token, time.monotonic() + 0.8 * seconds)
+        return token
 
     def _write_projection(self, vol, files, fs_group):
         d = os.path.join(self.dir, "volumes", vol["name"])
@@ -878,6 +925,15 @@ class PodRunner:
         if self.k.stopping.is_set():
             grace = 0
         self._kill_all(grace)
+        if api_gone or self.k.stopping.is_set():
+            return
+        # As a kubelet does (1.27 on): a deleted pod's last status is a terminal phase, Succeeded
+        # when every container ended with 0, else Failed; then it is deleted for good.
+        for c in self.init_containers + self.containers:
+            c.done = True
+        ok = bool(self.containers) and all(c.state == "terminated" and c.exit_code == 0 for c in self.containers)
+        self.phase = "Succeeded" if ok else "Failed"
+        self._publish()
 
     def _teardown(self):
         with self.k._lock:   # hosts files are written from other runners' threads under this lock
@@ -887,10 +943,177 @@ class PodRunner:
             self.k.net.remove_pod(net)
 
 
+def _microtime():
+    t = time.time()
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + ".%06dZ" % int((t % 1) * 1e6)
+
+
+def _memory_kib():
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 4 * 1024 * 1024
+
+
+class NodeReporter:
+    """The node side of a kubelet: registers the Node (capacity and allocatable, conditions,
+    addresses, nodeInfo), renews its Lease in kube-node-lease every LEASE_RENEW seconds and posts
+    node status every STATUS_HEARTBEAT seconds, so that kube-controller-manager's node lifecycle
+    controller keeps it Ready and untainted. Where the server serves no nodes (the double), it says
+    so once and stops; where kube-node-lease does not exist, it goes on without a Lease."""
+
+    LEASE_NS = "kube-node-lease"
+    LEASE_DURATION = 40
+    LEASE_RENEW = 10.0
+    STATUS_HEARTBEAT = 10.0
+
+    def __init__(self, kubelet, extra_resources=None):
+        self.k = kubelet
+        self.kube = kubelet.kube
+        self.node = kubelet.node
+        self.extra = dict(extra_resources or {})
+        self.uid = None
+        self.since = now_rfc3339()
+        self.lease_ok = True
+        boot = ""
+        try:
+            with open("/proc/sys/kernel/random/boot_id") as f:
+                boot = f.read().strip()
+        except OSError:
+            pass
+        self.boot_id = boot
+        try:
+            with open("/etc/machine-id") as f:
+                self.machine_id = f.read().strip()
+        except OSError:
+            self.machine_id = hashlib.sha1(self.node.encode()).hexdigest()[:32]
+
+    def resources(self):
+        stat = os.statvfs(self.k.state_dir)
+        res = {"cpu": str(os.cpu_count() or 1), "memory": "%dKi" % _memory_kib(), "pods": "110",
+               "ephemeral-storage": "%dKi" % (stat.f_blocks * stat.f_frsize // 1024),
+               "hugepages-2Mi": "0", "hugepages-1Gi": "0"}
+        res.update(self.extra)
+        return res
+
+    def status(self):
+        now = now_rfc3339()
+        arch = {"x86_64": "amd64", "aarch64": "arm64"}.get(os.uname().machine, os.uname().machine)
+
+        def cond(ctype, status, reason, message):
+            return {"type": ctype, "status": status, "reason": reason, "message": message,
+                    "lastHeartbeatTime": now, "lastTransitionTime": self.since}
+        res = self.resources()
+        return {
+            "capacity": res, "allocatable": res,
+            "conditions": [
+                cond("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+                cond("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+                cond("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+                cond("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
+            ],
+            "addresses": [{"type": "InternalIP", "address": self.k.host_ip}, {"type": "Hostname", "address": self.node}],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+            "nodeInfo": {"machineID": self.machine_id, "systemUUID": self.machine_id, "bootID": self.boot_id,
+                         "kernelVersion": os.uname().release, "osImage": "cluster simulation",
+                         "containerRuntimeVersion": "sim://1", "kubeletVersion": "v1.32.0-sim",
+                         "kubeProxyVersion": "", "operatingSystem": "linux", "architecture": arch},
+        }
+
+    def labels(self):
+        arch = {"x86_64": "amd64", "aarch64": "arm64"}.get(os.uname().machine, os.uname().machine)
+        return {"kubernetes.io/hostname": self.node, "kubernetes.io/os": "linux", "kubernetes.io/arch": arch,
+                "beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": arch}
+
+    def register(self):
+        """Creates the Node, or brings an existing one up to date. False where nodes are not served."""
+        path = "/api/v1/nodes/" + self.node
+        code, obj = self.kube.request("GET", path)
+        if code == 200:
+            out = self.kube.patch(path, {"metadata": {"labels": self.labels()}})
+            out = self.kube.patch_status(path, {"status": self.status()}) or out
+            self.uid = (out.get("metadata") or {}).get("uid")
+            log.info("node %s: registered again", self.node)
+            return True
+        node = {"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": self.node, "labels": self.labels(),
+                             "annotations": {"node.alpha.kubernetes.io/ttl": "0"}},
+                "spec": {"podCIDR": str(self.k.net.net), "podCIDRs": [str(self.k.net.net)]},
+                "status": self.status()}
+        code, obj = self.kube.request("POST", "/api/v1/nodes", node)
+        if code in (200, 201):
+            self.uid = obj["metadata"]["uid"]
+            log.info("node %s: registered", self.node)
+            return True
+        if code == 409:
+            return self.register()
+        details = (obj.get("details") or {}) if isinstance(obj, dict) else {}
+        if code in (404, 405) and not details.get("name"):
+            log.info("node %s: this API server serves no nodes; running without a Node object", self.node)
+            return False
+        raise KubeError(code, obj)
+
+    def renew_lease(self):
+        path = "/apis/coordination.k8s.io/v1/namespaces/%s/leases/%s" % (self.LEASE_NS, self.node)
+        spec = {"holderIdentity": self.node, "leaseDurationSeconds": self.LEASE_DURATION, "renewTime": _microtime()}
+        code, obj = self.kube.request("PATCH", path, {"spec": spec}, "application/merge-patch+json")
+        if code == 200:
+            return
+        if code != 404:
+            raise KubeError(code, obj)
+        lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                 "metadata": {"name": self.node, "namespace": self.LEASE_NS},
+                 "spec": spec}
+        if self.uid:
+            lease["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node", "name": self.node,
+                                                     "uid": self.uid}]
+        code, obj = self.kube.request("POST", "/apis/coordination.k8s.io/v1/namespaces/%s/leases" % self.LEASE_NS, lease)
+        if code in (200, 201, 409):
+            return
+        if code == 404 and self.lease_ok:
+            self.lease_ok = False
+            log.info("node %s: no namespace %s; going on without a node Lease", self.node, self.LEASE_NS)
+            return
+        if code != 404:
+            raise KubeError(code, obj)
+
+    def run(self, stop_event):
+        registered = False
+        next_lease = next_status = 0.0
+        while not stop_event.is_set():
+            try:
+                if not registered:
+                    if not self.register():
+                        return
+                    registered = True
+                    next_status = time.monotonic() + self.STATUS_HEARTBEAT
+                now = time.monotonic()
+                if now >= next_lease:
+                    next_lease = now + self.LEASE_RENEW
+                    self.renew_lease()
+                if now >= next_status:
+                    next_status = now + self.STATUS_HEARTBEAT
+                    out = self.kube.patch_status("/api/v1/nodes/" + self.node, {"status": self.status()})
+                    if out is None:
+                        registered = False
+            except KubeError as e:
+                if e.code == 404:
+                    registered = False      # the Node was deleted: register it again, as a kubelet does
+                log.warning("node %s: %s", self.node, e)
+            except OSError as e:
+                log.warning("node %s: %s", self.node, e)
+            stop_event.wait(1.0)
+
+
 class Kubelet:
     def __init__(self, kube, cluster_domain, state_dir, node_name=NODE_NAME, pod_cidr=None, prefix=None,
-                 image_bin=None, image_files=None):
+                 image_bin=None, image_files=None, node_resources=None):
         self.kube = kube
+        self.node_resources = dict(node_resources or {})
         self.image_files = {os.path.normpath(dest): os.path.abspath(src)
                             for dest, src in (image_files or {}).items()}
         for src in image_bin or []:
@@ -1152,6 +1375,9 @@ class Kubelet:
         watcher = threading.Thread(target=self.kube.watch, name="kubelet-watch",
                                    args=("/api/v1/pods", None, self._on_event, watch_stop), daemon=True)
         watcher.start()
+        node_thread = threading.Thread(target=NodeReporter(self, self.node_resources).run, name="kubelet-node",
+                                 args=(watch_stop,), daemon=True)
+        node_thread.start()
         try:
             while not stop_event.is_set():
                 try:
@@ -1166,6 +1392,7 @@ class Kubelet:
             watch_stop.set()
             self.cleanup()
             watcher.join(timeout=5)
+            node_thread.join(timeout=5)
 
     # ---------------------------------------------------------------- cleanup
     def _remove_created_paths(self):

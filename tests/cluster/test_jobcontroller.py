@@ -1,7 +1,8 @@
 """Tests of the batch Job controller (and the scheduler role) of cluster.py.
 
-Each class starts the API-server double and `cluster.py --roles jobs,gc,scheduler` once; the test
-plays the kubelet by patching pod status.
+Each class starts the API server (the double, or a real kube-apiserver with KUBEBUILDER_ASSETS)
+and `cluster.py --roles jobs,gc,scheduler` once; the test plays the kubelet by patching pod status,
+and a DeletionFinisher in the test process finishes the deletion of bound pods as a kubelet does.
 
     python3 -m unittest discover -s tests/cluster -p 'test_*.py'
 """
@@ -13,6 +14,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
@@ -25,8 +27,37 @@ from kube import Kube  # noqa: E402
 WAIT = 15.0
 
 
+class DeletionFinisher:
+    """The kubelet's part in deleting a pod, for tests that run no kubelet. An API server only
+    marks a deleted pod that is bound to a node and not finished (deletionTimestamp, the grace
+    period): the pod stays until the node's kubelet has stopped its containers and deletes it
+    again with gracePeriodSeconds=0. This does that second delete at once."""
+
+    def __init__(self, kube):
+        self.kube = kube
+        self.stop_event = threading.Event()
+        self.thread = threading.Thread(target=kube.watch, args=("/api/v1/pods", None, self._event, self.stop_event),
+                                       name="deletion-finisher", daemon=True)
+        self.thread.start()
+
+    def _event(self, etype, pod):
+        meta, spec, st = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
+        if etype == "DELETED" or not meta.get("deletionTimestamp") or not spec.get("nodeName"):
+            return
+        if st.get("phase") in ("Succeeded", "Failed") or meta.get("deletionGracePeriodSeconds") == 0:
+            return
+        self.kube.request("DELETE", "/api/v1/namespaces/%s/pods/%s?gracePeriodSeconds=0" % (
+            meta["namespace"], meta["name"]), {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0,
+                                               "preconditions": {"uid": meta.get("uid")}})
+
+    def stop(self):
+        self.stop_event.set()
+        self.thread.join(10)
+
+
 class ClusterHarness:
-    """The double plus cluster.py as a subprocess; stop() removes both."""
+    """The API server plus cluster.py as a subprocess (and, without the kubelet role, a
+    DeletionFinisher); stop() removes them."""
 
     def __init__(self, roles="jobs,gc,scheduler"):
         self.dir = tempfile.mkdtemp(prefix="cluster-test.")
@@ -41,6 +72,9 @@ class ClusterHarness:
             with open(os.path.join(self.dir, "apiserver.log")) as f:
                 raise RuntimeError("the API server did not start: %s" % f.read())
         self.kube = Kube.from_kubeconfig(os.path.join(self.api_dir, "kubeconfig"))
+        with open(os.path.join(self.api_dir, "info.json")) as f:
+            self.real = json.load(f).get("kind") == "real"
+        self.finisher = None if "kubelet" in roles.split(",") else DeletionFinisher(self.kube)
         self.log_path = os.path.join(self.dir, "cluster.log")
         self.sim = subprocess.Popen([sys.executable, os.path.join(HERE, "cluster.py"), "--kubeconfig",
                                      os.path.join(self.api_dir, "kubeconfig"), "--roles", roles,
@@ -50,6 +84,9 @@ class ClusterHarness:
 
     def stop(self):
         rc = None
+        if self.finisher is not None:
+            self.finisher.stop()
+            self.finisher = None
         if self.sim is not None:
             self.sim.send_signal(signal.SIGTERM)
             try:
@@ -117,6 +154,8 @@ class ClusterTestCase(unittest.TestCase):
             raise AssertionError("cluster.py exited with %r\n%s" % (rc, log))
         if "Traceback" in log:
             raise AssertionError("cluster.py logged an exception:\n%s" % log)
+        if "HTTP 422" in log:
+            raise AssertionError("the API server refused a write of cluster.py as invalid:\n%s" % log)
 
     # helpers
     def pods_of(self, job):

@@ -1,4 +1,5 @@
-"""The simulated kubelet against the API-server double: pods as processes in their own network
+"""The simulated kubelet against the API server (the double, or a real kube-apiserver with
+KUBEBUILDER_ASSETS): pods as processes in their own network
 namespaces. Root only (network namespaces, mounts).
 
     python3 -m unittest discover -s tests/cluster -p 'test_kubelet.py' -v
@@ -80,7 +81,11 @@ class KubeletTest(unittest.TestCase):
 
     # ------------------------------------------------------------------ helpers
     def ns(self):
-        return "t-" + self._testMethodName.replace("_", "-")[5:][:40]
+        """The test's own namespace, created (an API server refuses objects in a namespace that
+        does not exist)."""
+        name = "t-" + self._testMethodName.replace("_", "-")[5:][:40]
+        self.kube.ensure_namespace(name)
+        return name
 
     def create(self, ns, obj, resource="pods"):
         return self.kube.create("/api/v1/namespaces/%s/%s" % (ns, resource), obj)
@@ -345,6 +350,7 @@ class KubeletTest(unittest.TestCase):
         self.assertNotIn(pod_ns, subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout)
 
     def test_z_cleanup_leaves_nothing(self):
+        self.kube.ensure_namespace("t-z")
         self.create("t-z", _pod("left", ["sleep", "100"]))
         self.wait_phase("t-z", "left", "Running")
         self.assertTrue(netns.leftovers(self.prefix))

@@ -1,6 +1,17 @@
-"""A whole local cluster for end-to-end runs: the API-server double (holding the operator's token
-to deploy/mpijob-operator.yaml's RBAC), the cluster simulation (tests/cluster) with the worker
-image's files in place, and mpijob-operator. Used by test_e2e.py and soak.py.
+"""A whole local cluster for end-to-end runs: an API server holding the operator's token to
+deploy/mpijob-operator.yaml's RBAC, the cluster simulation (tests/cluster) with the worker image's
+files in place, and mpijob-operator. Used by test_e2e.py and soak.py.
+
+Which API server and control plane:
+  - KUBEBUILDER_ASSETS naming etcd, kube-apiserver, kube-controller-manager and kube-scheduler:
+    all four real (launch.py --control-plane); the simulation plays only the kubelet
+    (`cluster.py --roles kubelet`), the real Job controller, garbage collector and scheduler do
+    the rest (control_plane is True);
+  - KUBEBUILDER_ASSETS with etcd and kube-apiserver only: those, and the simulation plays
+    kubelet, scheduler, Job controller and garbage collector (real_apiserver is True);
+  - otherwise the API-server double and the whole simulation.
+The double's control API (request log, dropped watches) exists only on the double: drop_watches()
+and request_log() raise Unsupported elsewhere; pod_names_created_twice() works on both (a watch).
 
     c = LocalCluster()          # starts everything; needs root and make all
     c.kubectl("apply", "-f", path)
@@ -25,6 +36,17 @@ OPERATOR = os.path.join(ROOT, "build", "bin", "mpijob-operator")
 WORKER = os.path.join(ROOT, "build", "bin", "mpijob-worker")
 
 
+class Unsupported(Exception):
+    """What only the API-server double can do, asked of a real kube-apiserver."""
+
+
+def control_plane_assets():
+    """True when KUBEBUILDER_ASSETS holds all four real binaries the control plane needs."""
+    assets = os.environ.get("KUBEBUILDER_ASSETS")
+    return bool(assets) and all(os.access(os.path.join(assets, b), os.X_OK) for b in
+                                ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"))
+
+
 def missing():
     """Why a local cluster cannot run here, or None."""
     if os.geteuid() != 0:
@@ -43,25 +65,41 @@ class LocalCluster:
         self.operator = None
         self.cluster = None
         self.api_pids = []
+        self.pod_watch = None
         try:
             api = os.path.join(self.work, "api")
-            subprocess.run([sys.executable, os.path.join(ROOT, "tests", "apiserver", "launch.py"), "--state-dir", api,
-                            "--background", "--rbac", os.path.join(ROOT, "deploy", "mpijob-operator.yaml")],
-                           check=True, stdout=subprocess.DEVNULL)
+            argv = [sys.executable, os.path.join(ROOT, "tests", "apiserver", "launch.py"), "--state-dir", api,
+                    "--background", "--rbac", os.path.join(ROOT, "deploy", "mpijob-operator.yaml")]
+            if control_plane_assets():
+                argv.append("--control-plane")
+            with open(os.path.join(self.work, "launch.log"), "w") as err:
+                r = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=err)
+            if r.returncode != 0:
+                raise RuntimeError("the API server did not start:\n" + self.tail("launch.log"))
             with open(os.path.join(api, "pid")) as f:
                 self.api_pids = [int(x) for x in f.read().split()]
             with open(os.path.join(api, "info.json")) as f:
-                # a real kube-apiserver (KUBEBUILDER_ASSETS) has no request log or fault injection
-                self.real_apiserver = json.load(f).get("kind") == "real"
+                info = json.load(f)
+            # a real kube-apiserver (KUBEBUILDER_ASSETS) has no request log or fault injection
+            self.real_apiserver = info.get("kind") == "real"
+            # ... and with kube-controller-manager and kube-scheduler, the simulation is the kubelet
+            self.control_plane = bool(info.get("controlPlane"))
             self.kubeconfig = os.path.join(api, "kubeconfig")
             self.operator_kubeconfig = os.path.join(api, "operator.kubeconfig")
             self.cluster_state = os.path.join(self.work, "cluster")
+            roles = "kubelet" if self.control_plane else "kubelet,scheduler,jobs,gc"
             self.cluster = subprocess.Popen(
                 [sys.executable, os.path.join(ROOT, "tests", "cluster", "cluster.py"), "--kubeconfig", self.kubeconfig,
+                 "--roles", roles,
+                 # a node the examples fit on (a real scheduler counts their cpu and memory; the
+                 # legacy manifest asks for a GPU)
+                 "--node-resource", "cpu=64", "--node-resource", "memory=256Gi", "--node-resource", "pods=250",
+                 "--node-resource", "nvidia.com/gpu=4",
                  "--state-dir", self.cluster_state, "--image-bin", WORKER,
                  "--image-file", os.path.join(ROOT, "worker-image", "sshd_config") + "=/etc/ssh/sshd_config",
                  "--image-file", os.path.join(ROOT, "worker-image", "ssh_config") + "=/etc/ssh/ssh_config.d/mpijob.conf",
                  "--job-pod-backoff", job_pod_backoff, "--log-file", os.path.join(self.work, "cluster.log")])
+            self._watch_pods()
             self.start_operator()
         except BaseException:
             self.stop()
@@ -81,6 +119,10 @@ class LocalCluster:
         self.start_operator()
 
     def stop(self):
+        if self.pod_watch is not None:
+            self.pod_watch[0].set()
+            self.pod_watch[1].join(10)
+            self.pod_watch = None
         for p in (self.operator, self.cluster):
             if p is not None and p.poll() is None:
                 p.send_signal(signal.SIGTERM)
@@ -122,11 +164,42 @@ class LocalCluster:
 
     def drop_watches(self):
         """Every open watch stream is cut (the double's fault injection)."""
+        if self.real_apiserver:
+            raise Unsupported("a real kube-apiserver cannot be told to cut its watch streams")
         self._control("POST", "/_double/fault", {"dropWatches": True})
 
     def request_log(self, since=0):
         """The double's request log: a list of {seq, method, path, verb, resource, name, code, ...}."""
+        if self.real_apiserver:
+            raise Unsupported("a real kube-apiserver keeps no request log to read back")
         return self._control("GET", "/_double/log?since=%d" % since)
+
+    def _watch_pods(self):
+        """Records every pod (namespace, name) -> set of uids seen, from a watch over the whole run,
+        on any API server."""
+        import threading
+        sys.path.insert(0, os.path.join(ROOT, "tests", "cluster"))
+        from kube import Kube
+        self.pod_uids = {}
+        lock = threading.Lock()
+        self._pod_uids_lock = lock
+
+        def on_event(etype, pod):
+            meta = pod.get("metadata") or {}
+            with lock:
+                self.pod_uids.setdefault((meta.get("namespace"), meta.get("name")), set()).add(meta.get("uid"))
+
+        stop = threading.Event()
+        t = threading.Thread(target=Kube.from_kubeconfig(self.kubeconfig).watch,
+                             args=("/api/v1/pods", None, on_event, stop), daemon=True, name="e2e-pod-watch")
+        t.start()
+        self.pod_watch = (stop, t)
+
+    def pod_names_created_twice(self, namespace, name_filter=lambda name: True):
+        """{pod name: number of distinct pods seen under it} for names seen more than once."""
+        with self._pod_uids_lock:
+            return {n: len(u) for (ns, n), u in self.pod_uids.items()
+                    if ns == namespace and name_filter(n) and len(u) > 1}
 
     def launcher_log(self, ns, name):
         logs = os.path.join(self.cluster_state, "logs")

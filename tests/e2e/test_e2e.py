@@ -5,6 +5,10 @@ namespaces, the real mpijob-worker), ending as the job's spec says.
 
 Needs root (network namespaces) and the release binaries (make all). Run from the repository
 root: python3 tests/e2e/test_e2e.py
+
+With KUBEBUILDER_ASSETS naming etcd, kube-apiserver, kube-controller-manager and kube-scheduler,
+the same scenarios run on that real control plane, the simulation playing only the kubelet; with
+etcd and kube-apiserver alone, on a real API server with the whole simulation (harness.py).
 """
 import json
 import os
@@ -226,7 +230,8 @@ class EndToEnd(unittest.TestCase):
     def test_wait_for_workers_ready_creates_the_launcher_after_every_worker_is_ready(self):
         """launcherCreationPolicy WaitForWorkersReady with a readiness probe on the workers' sshd
         that holds them un-Ready for a few seconds: no launcher Job until both are Ready, then
-        Succeeded. The order is read off the API server's request log."""
+        Succeeded. The order is read off the double's request log; a real kube-apiserver keeps none,
+        and there the repeated reads of Jobs and pods alone check it."""
         ns = self.namespace()
         j = job("patient", mpirun("train", "--steps", "200"))
         j["spec"]["launcherCreationPolicy"] = "WaitForWorkersReady"

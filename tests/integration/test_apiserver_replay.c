@@ -30,6 +30,13 @@ Test(apiserver, replays_recordings, .timeout = 120)
     test_run_checked("replay_test.py", "python3 tests/apiserver/replay_test.py");
 }
 
+/* launch.py stops on SIGTERM within seconds, leaves no process and closes its caller's output
+ * (tests/apiserver/test_launch.py; the double, or real etcd and kube-apiserver). */
+Test(apiserver, launcher_stops_on_sigterm, .timeout = 180)
+{
+    test_run_checked("test_launch.py", "python3 tests/support/pyresults.py discover -s tests/apiserver -p test_launch.py");
+}
+
 /* The RBAC authorizer that holds the operator's token to its role. */
 Test(apiserver, rbac_authorizer, .timeout = 60) { test_run_checked("test_rbac.py", "python3 tests/support/pyresults.py discover -s tests/apiserver -p test_rbac.py"); }
 

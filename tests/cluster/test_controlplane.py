@@ -1,0 +1,176 @@
+"""The kubelet role alone against a real control plane: etcd, kube-apiserver,
+kube-controller-manager and kube-scheduler from KUBEBUILDER_ASSETS (launch.py --control-plane).
+Skipped unless all four binaries are there, and unless root (the kubelet makes network namespaces).
+
+    KUBEBUILDER_ASSETS=/path/to/bin python3 -m unittest discover -s tests/cluster -p 'test_controlplane.py' -v
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+from kube import Kube  # noqa: E402
+from test_jobcontroller import wait_for  # noqa: E402
+
+ASSETS = os.environ.get("KUBEBUILDER_ASSETS") or ""
+BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
+HAVE_ALL = bool(ASSETS) and all(os.access(os.path.join(ASSETS, b), os.X_OK) for b in BINARIES)
+WAIT = 60.0
+
+
+def _alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@unittest.skipUnless(HAVE_ALL, "needs KUBEBUILDER_ASSETS with %s" % ", ".join(BINARIES))
+@unittest.skipUnless(os.geteuid() == 0, "needs root: the kubelet makes network namespaces")
+class ControlPlaneTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="controlplane-test.")
+        cls.api = os.path.join(cls.dir, "api")
+        cls.sim = None
+        with open(os.path.join(cls.dir, "launch.log"), "w") as err:
+            r = subprocess.run([sys.executable, os.path.join(ROOT, "tests/apiserver/launch.py"), "--state-dir", cls.api,
+                                "--background", "--control-plane"], stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL, stderr=err, timeout=150)
+        if r.returncode != 0:
+            with open(os.path.join(cls.dir, "launch.log")) as f:
+                raise RuntimeError("the control plane did not start: %s" % f.read())
+        with open(os.path.join(cls.api, "pid")) as f:
+            cls.pids = [int(x) for x in f.read().split()]
+        cls.k = Kube.from_kubeconfig(os.path.join(cls.api, "kubeconfig"))
+        cls.log_path = os.path.join(cls.dir, "cluster.log")
+        cls.sim = subprocess.Popen([sys.executable, os.path.join(HERE, "cluster.py"), "--kubeconfig",
+                                    os.path.join(cls.api, "kubeconfig"), "--roles", "kubelet",
+                                    "--state-dir", os.path.join(cls.dir, "sim"), "--log-file", cls.log_path,
+                                    "--node-resource", "cpu=16", "--node-resource", "example.com/dongle=2"],
+                                   stdin=subprocess.DEVNULL)
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.sim is not None and cls.sim.poll() is None:
+            cls.sim.send_signal(signal.SIGTERM)
+            try:
+                cls.sim.wait(20)
+            except subprocess.TimeoutExpired:
+                cls.sim.kill()
+                cls.sim.wait()
+        try:
+            os.kill(cls.pids[0], signal.SIGTERM)
+        except (OSError, IndexError):
+            pass
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def log(self):
+        try:
+            with open(self.log_path) as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def wait(self, what, fn, timeout=WAIT):
+        class Logged:
+            log = self.log
+        return wait_for(what, fn, timeout=timeout, harness=Logged)
+
+    def test_a_info_and_node(self):
+        with open(os.path.join(self.api, "info.json")) as f:
+            self.assertEqual(json.load(f), {"kind": "real", "controlPlane": True})
+        self.assertEqual(len(self.pids), 5, "launcher, etcd, kube-apiserver, kube-controller-manager, kube-scheduler")
+
+        def ready_untainted():
+            n = self.k.get("/api/v1/nodes/sim-node")
+            if not n:
+                return None
+            ready = any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"].get("conditions") or [])
+            return n if ready and not (n.get("spec") or {}).get("taints") else None
+        node = self.wait("sim-node Ready without taints", ready_untainted)
+        st = node["status"]
+        self.assertEqual(st["allocatable"]["cpu"], "16")
+        self.assertEqual(st["allocatable"]["example.com/dongle"], "2")
+        self.assertIn("pods", st["capacity"])
+        self.assertEqual({a["type"] for a in st["addresses"]}, {"InternalIP", "Hostname"})
+        self.assertEqual(st["nodeInfo"]["operatingSystem"], "linux")
+        lease = self.k.get("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/sim-node")
+        self.assertEqual(lease["spec"]["holderIdentity"], "sim-node")
+        self.assertEqual(lease["metadata"]["ownerReferences"][0]["uid"], node["metadata"]["uid"])
+
+    def test_b_job_with_service_account_token(self):
+        ns = "cp-job"
+        self.k.ensure_namespace(ns)
+        sa_dir = "/var/run/secrets/kubernetes.io/serviceaccount"
+        job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "hello", "namespace": ns},
+               "spec": {"backoffLimit": 0, "template": {"spec": {
+                   "restartPolicy": "Never",
+                   "containers": [{"name": "main", "image": "ignored", "resources": {"limits": {"example.com/dongle": "1"}},
+                                   "command": ["sh", "-c", "cat %s/namespace; echo; test -s %s/token && "
+                                               "grep -q 'BEGIN CERTIFICATE' %s/ca.crt && echo token-ok" % ((sa_dir,) * 3)]}]}}}}
+        # The ServiceAccount admission plugin refuses pods until the controller-manager made the
+        # namespace's `default` ServiceAccount; the real Job controller retries.
+        self.k.create("/apis/batch/v1/namespaces/%s/jobs" % ns, job)
+
+        def complete():
+            j = self.k.get("/apis/batch/v1/namespaces/%s/jobs/hello" % ns)
+            conds = {c["type"]: c["status"] for c in (j.get("status") or {}).get("conditions") or []}
+            return j if conds.get("Complete") == "True" or conds.get("Failed") == "True" else None
+        j = self.wait("the Job to finish", complete)
+        pods = self.k.list("/api/v1/namespaces/%s/pods" % ns, "job-name=hello")[0]
+        self.assertEqual(len(pods), 1)
+        pod = pods[0]
+        logs = os.path.join(self.dir, "sim", "logs", "%s_%s_main.log" % (ns, pod["metadata"]["name"]))
+        with open(logs) as f:
+            out = f.read()
+        self.assertEqual({c["type"]: c["status"] for c in j["status"]["conditions"]}.get("Complete"), "True",
+                         out + self.log())
+        self.assertEqual(out.split(), [ns, "token-ok"])
+        self.assertEqual(pod["spec"]["nodeName"], "sim-node", "bound by the real scheduler")
+        self.assertEqual(pod["status"]["phase"], "Succeeded")
+
+    def test_c_deleting_a_running_pod(self):
+        ns = "cp-delete"
+        self.k.ensure_namespace(ns)
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "sleeper"},
+               "spec": {"terminationGracePeriodSeconds": 2,
+                        "containers": [{"name": "main", "image": "ignored", "command": ["sleep", "300"]}]}}
+        path = "/api/v1/namespaces/%s/pods" % ns
+
+        def create():
+            try:
+                return self.k.create(path, pod)
+            except Exception:   # until the namespace's default ServiceAccount exists
+                return None
+        self.wait("the pod created", create)
+        self.wait("the pod running", lambda: ((self.k.get(path + "/sleeper") or {}).get("status") or {}).get("phase")
+                  == "Running")
+        self.k.delete(path + "/sleeper")
+        marked = self.k.get(path + "/sleeper")
+        self.assertTrue(marked is None or marked["metadata"].get("deletionTimestamp"))
+        self.wait("the kubelet to finish the deletion", lambda: self.k.get(path + "/sleeper") is None, timeout=20)
+
+    def test_d_sigterm_stops_everything_within_seconds(self):
+        self.sim.send_signal(signal.SIGTERM)
+        self.assertEqual(self.sim.wait(15), 0)
+        self.__class__.sim = None
+        t0 = time.monotonic()
+        os.kill(self.pids[0], signal.SIGTERM)
+        self.wait("every control-plane process to exit", lambda: not any(_alive(p) for p in self.pids), timeout=10)
+        self.assertLess(time.monotonic() - t0, 10)
+
+
+if __name__ == "__main__":
+    unittest.main()
