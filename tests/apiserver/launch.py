@@ -370,7 +370,7 @@ class Real:
         policy = os.path.join(self.dir, "audit-policy.yaml")
         with open(policy, "w") as f:
             f.write("apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n"
-                    "- level: Metadata\n  users: [%s]\n- level: None\n" % json.dumps(rbac_user))
+                    "- level: Request\n  users: [%s]\n- level: None\n" % json.dumps(rbac_user))
         return ["--audit-policy-file=" + policy, "--audit-log-path=" + os.path.join(self.dir, "audit.log"),
                 "--audit-log-mode=blocking"]
 
@@ -395,8 +395,16 @@ class Real:
                     if not ref.get("resource"):
                         continue
                     res = ref["resource"] + ("/" + ref["subresource"] if ref.get("subresource") else "")
-                    lines.append("%s %s %s %s\n" % (ev.get("verb"), ref.get("apiGroup") or '""', res,
-                                                     ref.get("namespace") or "-"))
+                    ns = ref.get("namespace") or "-"
+                    lines.append("%s %s %s %s\n" % (ev.get("verb"), ref.get("apiGroup") or '""', res, ns))
+                    # OwnerReferencesPermissionEnforcement asks the authorizer, unaudited, whether
+                    # the writer may update the owner's finalizers for each blockOwnerDeletion
+                    obj = ev.get("requestObject") if ev.get("verb") in ("create", "update") else None
+                    meta = obj.get("metadata") if isinstance(obj, dict) else None
+                    for o in (meta or {}).get("ownerReferences") or []:
+                        if isinstance(o, dict) and o.get("blockOwnerDeletion") and o.get("kind"):
+                            group = (o.get("apiVersion") or "").rpartition("/")[0] or '""'
+                            lines.append("update %s %ss/finalizers %s\n" % (group, o["kind"].lower(), ns))
         except OSError:
             return
         with open(self.usage_log, "a") as f:
@@ -408,6 +416,7 @@ class Real:
                 if p.poll() is not None:
                     log("%s exited with status %s; stopping (logs in %s)" % (p.args[0], p.returncode, self.dir))
                     self.stop()
+                    self.write_usage()
                     return 1
             time.sleep(0.1)
         self.stop()

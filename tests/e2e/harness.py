@@ -27,6 +27,7 @@ import ssl
 import subprocess
 import sys
 import tempfile
+import time
 import urllib.request
 
 import yaml
@@ -45,6 +46,15 @@ def control_plane_assets():
     assets = os.environ.get("KUBEBUILDER_ASSETS")
     return bool(assets) and all(os.access(os.path.join(assets, b), os.X_OK) for b in
                                 ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"))
+
+
+def _running(pid):
+    """The process exists and is not a zombie."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def missing():
@@ -132,11 +142,24 @@ class LocalCluster:
                     p.wait(timeout=30)
                 except subprocess.TimeoutExpired:
                     p.kill()
-        for pid in self.api_pids:
+        # The launcher (first pid) stops what it started, in order, and then reads the audit log
+        # in its state folder: wait for it before the folder goes; whatever is left after 15 s
+        # is killed.
+        if self.api_pids:
+            launcher, rest = self.api_pids[0], self.api_pids[1:]
             try:
-                os.kill(pid, signal.SIGTERM)
+                os.kill(launcher, signal.SIGTERM)
             except ProcessLookupError:
                 pass
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline and any(_running(p) for p in self.api_pids):
+                time.sleep(0.05)
+            for pid in [launcher] + rest:
+                if _running(pid):
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
         self.api_pids = []
         if os.environ.get("E2E_KEEP"):
             print("kept: %s" % self.work)
