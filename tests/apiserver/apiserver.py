@@ -2656,8 +2656,29 @@ class Api:
             kind.categories = [str(n) for n in _list(names.get("categories"))] or kind.categories
 
     # ------------------------------------------------------------------ object pipeline pieces
-    def _check_body_kind(self, kind, version, body, for_apply=False):
+    def _check_body_kind(self, kind, version, body, for_apply=False, raw=None):
+        """raw: the request's bytes, which the real server quotes in some refusals."""
+        if raw is None:
+            raw = json.dumps(body, separators=(",", ":")).encode()
+
+        def unrecognized(why):
+            # handlers.transformDecodeError, with summarizeData(body, 30)
+            if not raw:
+                summary = "<empty>"
+            elif raw[:1] == b"{":
+                summary = raw[:30].decode("utf-8", "replace") + (" ..." if len(raw) > 30 else "")
+            else:
+                summary = raw[:30].hex() + (" ..." if len(raw) > 30 else "")
+            return err_bad_request("the object provided is unrecognized (must be of type %s): %s (%s)" % (
+                kind.kind, why, summary))
+
         if not isinstance(body, dict):
+            if isinstance(body, (str, list, int, float)):
+                go = "string" if isinstance(body, str) else "array" if isinstance(body, list) else \
+                    "bool" if isinstance(body, bool) else "number"
+                raise unrecognized('couldn\'t get version/kind; json parse error: json: cannot unmarshal %s into '
+                                   'Go value of type struct { APIVersion string "json:\\"apiVersion,omitempty\\""; '
+                                   'Kind string "json:\\"kind,omitempty\\"" }' % go)
             raise err_bad_request("the body of the request must be a JSON object")
         api_version = body.get("apiVersion")
         k = body.get("kind")
@@ -2671,6 +2692,16 @@ class Api:
         for field, value in (("apiVersion", api_version), ("kind", k)):
             if value is not None and not isinstance(value, str):
                 raise undecodable(field, value, "string")
+        if kind.crd and not for_apply and not k:
+            raise unrecognized("Object 'Kind' is missing in '%s'" % raw[:1024].decode("utf-8", "replace"))
+        if kind.crd and not for_apply and k != kind.kind and isinstance(body.get("metadata"), dict):
+            # a custom resource's decoder takes any kind; validation then names it
+            name = body["metadata"].get("name") or ""
+            raise api_error(422, "Invalid", '%s.%s "%s" is invalid: kind: Invalid value: %s: must be %s' % (
+                k, kind.group, name, go_quote(k), kind.kind),
+                {"name": name, "group": kind.group, "kind": k,
+                 "causes": [{"reason": "FieldValueInvalid", "message": "Invalid value: %s: must be %s" % (
+                     go_quote(k), kind.kind), "field": "kind"}]})
         if kind.crd or for_apply:
             if not k:
                 raise err_bad_request("Object 'Kind' is missing in '%s'" % json.dumps(
@@ -2771,7 +2802,7 @@ class Api:
         """Create from a request body. Caller holds the store lock. Returns the stored object."""
         warnings = warnings if warnings is not None else []
         obj = copy.deepcopy(body)
-        self._check_body_kind(kind, version, obj)
+        self._check_body_kind(kind, version, obj, raw=getattr(req, "body_bytes", None) if req else None)
         self._field_validation(kind, version, obj, req, warnings)
         obj["apiVersion"] = kind.gv(kind.versions[0])
         obj["kind"] = kind.kind
@@ -2832,9 +2863,8 @@ class Api:
     def _update_object(self, kind, version, ns, name, old, new, sub, req, warnings, rv_required,
                        dry_run=False, from_patch=False):
         """Replace old by new (already a full object). Returns (obj, code). Caller holds the lock."""
-        if not isinstance(new, dict):
-            raise err_bad_request("the body of the request must be a JSON object")
-        self._check_body_kind(kind, version, new)
+        self._check_body_kind(kind, version, new,
+                              raw=getattr(req, "body_bytes", None) if req is not None and not from_patch else None)
         self._field_validation(kind, version, new, req, warnings)
         new["apiVersion"] = kind.gv(kind.versions[0])
         new["kind"] = kind.kind

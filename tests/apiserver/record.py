@@ -300,6 +300,17 @@ def run(rec, args):
         rec.must(*step)
     rec.exchange("job-status-resume-with-new-start-time", "PATCH", JOBS + "/j1/status", RESUME_WRITE,
                  "application/merge-patch+json", expect=200)
+    # bodies that do not decode as the resource's kind
+    rec.exchange("cr-string-body", "POST", WIDGET_PATH, '"x"', expect=400)
+    rec.exchange("cr-kind-missing", "POST", WIDGET_PATH,
+                 {"apiVersion": "example.com/v1", "metadata": {"name": "w4"}, "spec": {"size": 1}}, expect=400)
+    rec.exchange("cr-wrong-kind", "POST", WIDGET_PATH,
+                 {"apiVersion": "example.com/v1", "kind": "Pod", "metadata": {"name": "w5"}, "spec": {"size": 1}},
+                 expect=422)
+    rec.exchange("cr-integer-too-large-for-a-float", "POST", WIDGET_PATH,
+                 '{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w6"},"spec":{"size":1e20}}',
+                 expect=422)
+    rec.exchange("pod-array-body", "POST", PODS, "[1]", expect=400)
 
 
 def main():

@@ -46,16 +46,24 @@ INT_OR_STRING_ANYOF = [{"type": "integer"}, {"type": "string"}]
 # Values as Go sees them
 # ----------------------------------------------------------------------------------------------
 
+def _float_type(value):
+    """kube-openapi counts a float64 as an integer when it is whole and within +-(2**53 - 1)."""
+    if value.is_integer() and abs(value) <= (1 << 53) - 1:
+        return "integer"
+    return "number"
+
+
 def json_type(value):
-    """The JSON type name the server reports: integer for 3 and 3.0, number for 3.5."""
+    """The JSON type name the server reports: integer for 3 and 3.0, number for 3.5 and 1e20."""
     if value is None:
         return "null"
     if isinstance(value, bool):
         return "boolean"
     if isinstance(value, int):
-        return "integer"
+        # a JSON integer that does not fit int64 is decoded as a float64
+        return "integer" if -(1 << 63) <= value < (1 << 63) else _float_type(float(value))
     if isinstance(value, float):
-        return "integer" if value.is_integer() else "number"
+        return _float_type(value)
     if isinstance(value, str):
         return "string"
     if isinstance(value, list):
