@@ -695,8 +695,8 @@ static int reconcile_valid(struct run *r)
             continue;
         expect_seen(ctx->expect, &KUBE_PODS, job->namespace, worker_objs[i]->name);
         cJSON *pod = kube_object_parse(worker_objs[i]);
+        /* active: pods in phase Running, as the reference operator counts them (SPEC) */
         switch (pod ? pod_state_of(pod) : POD_UNKNOWN) {
-        case POD_PENDING: wc.active++; break;
         case POD_RUNNING:
             wc.active++;
             running[n_running++] = (char *)worker_objs[i]->name;
@@ -837,7 +837,6 @@ static int reconcile_valid(struct run *r)
         for (int i = 0; rc == 0 && i < n; i++) {
             cJSON *p = kube_object_parse(lpods[i]);
             switch (p ? pod_state_of(p) : POD_UNKNOWN) {
-            case POD_PENDING: lc.active++; break;
             case POD_RUNNING: lc.active++; break;
             case POD_SUCCEEDED: lc.succeeded++; break;
             case POD_FAILED: lc.failed++; break;

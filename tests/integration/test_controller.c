@@ -263,6 +263,43 @@ Test(controller, creates_every_object_in_order_then_follows_the_job_to_success)
     cr_assert(!exists(&KUBE_PODS, "pi-worker-0") && !exists(&KUBE_PODS, "pi-worker-1"));
 }
 
+/* replicaStatuses.*.active counts pods in phase Running, as the reference operator does: created
+ * but Pending workers and launcher are not active yet. */
+static bool wait_active(const char *job_name, const char *role, long long want, uint64_t ms)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "status.replicaStatuses.%s.active", role);
+    uint64_t end = clock_now_ms() + ms;
+    for (;;) {
+        cJSON *job = get_job(job_name);
+        long long have = json_int(job, path, 0);
+        cJSON_Delete(job);
+        if (have == want)
+            return true;
+        if (clock_now_ms() > end)
+            return false;
+        clock_sleep_ms(50);
+    }
+}
+
+Test(controller, active_counts_running_pods_not_pending_ones)
+{
+    start_controller();
+    create_job("act", NULL);
+    cr_assert(wait_exists(&KUBE_JOBS, "act-launcher", 10000), "launcher Job created");
+    cr_assert(wait_condition("act", "Created", "MPIJobCreated", 5000));
+    clock_sleep_ms(300);
+    cJSON *job = get_job("act");
+    cr_assert_eq(json_int(job, "status.replicaStatuses.Worker.active", 0), 0, "two Pending workers are not active");
+    cJSON_Delete(job);
+    set_pod_running("act-worker-0");
+    cr_assert(wait_active("act", "Worker", 1, 5000), "one Running worker is active");
+    set_pod_running("act-worker-1");
+    cr_assert(wait_active("act", "Worker", 2, 5000), "two Running workers are active");
+    start_launcher_pod("act");
+    cr_assert(wait_active("act", "Launcher", 1, 5000), "the Running launcher is active");
+}
+
 Test(controller, launcher_failure_fails_the_job_with_its_reason)
 {
     start_controller();
