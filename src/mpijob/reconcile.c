@@ -364,6 +364,39 @@ static int clean_pods(struct run *r)
     return rc;
 }
 
+/* After the job finished: the workers' counts and the WORKERS column as the pods now are, so that
+ * a job whose workers were cleaned up shows none active (a pod being deleted no longer counts). */
+static void recount_finished_workers(struct run *r)
+{
+    const struct mpijob *job = r->job;
+    int workers = job->worker.replicas;
+    if (workers <= 0)
+        return;
+    struct replica_counts wc = {0};
+    for (int i = 0; i < workers; i++) {
+        char *name = mpijob_worker_name(job, i);
+        struct kube_object *o = name ? cache_get(&r->ctx->pods, job->namespace, name) : NULL;
+        free(name);
+        if (o && owned_by_job(o, job) && !o->deleting) {
+            cJSON *pod = kube_object_parse(o);
+            switch (pod ? pod_state_of(pod) : POD_UNKNOWN) {
+            case POD_RUNNING: wc.active++; break;
+            case POD_SUCCEEDED: wc.succeeded++; break;
+            case POD_FAILED: wc.failed++; break;
+            default: break;
+            }
+            if (pod && pod_is_ready(pod))
+                wc.ready++;
+            cJSON_Delete(pod);
+        }
+        kube_object_unref(o);
+    }
+    mpijob_status_set_replicas(r->status, "Worker", &wc);
+    char ready[32];
+    snprintf(ready, sizeof(ready), "%d/%d", wc.ready, workers);
+    json_set_string(r->status, "workers", ready);
+}
+
 static void finish(struct run *r, bool succeeded, const char *reason, const char *message)
 {
     if (succeeded) {
@@ -611,6 +644,7 @@ static int reconcile_valid(struct run *r)
 
     if (mpijob_status_finished(r->status)) {
         rc = clean_pods(r);
+        recount_finished_workers(r);
         if (!cJSON_GetObjectItemCaseSensitive(r->status, "completionTime"))
             json_set_string(r->status, "completionTime", r->now);
         /* ttlSecondsAfterFinished deletes the MPIJob itself, and with it its dependents. */

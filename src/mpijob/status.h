@@ -34,7 +34,7 @@ bool mpijob_status_is_true(const cJSON *status, const char *type);
 bool mpijob_status_finished(const cJSON *status);
 
 struct replica_counts {
-    int active;    /* Pending or Running */
+    int active;    /* in phase Running (not Pending), as the reference operator counts */
     int succeeded;
     int failed;
     int ready;     /* Ready condition True */

@@ -300,6 +300,36 @@ Test(controller, active_counts_running_pods_not_pending_ones)
     cr_assert(wait_active("act", "Launcher", 1, 5000), "the Running launcher is active");
 }
 
+/* Counts are recomputed after cleanup: a finished job whose Running workers were deleted
+ * (cleanPodPolicy Running) shows none active, and the WORKERS column says so. */
+Test(controller, a_finished_job_shows_its_cleaned_up_workers_gone)
+{
+    start_controller();
+    create_job("gone", NULL);
+    cr_assert(wait_exists(&KUBE_JOBS, "gone-launcher", 10000), "launcher Job created");
+    set_pod_running("gone-worker-0");
+    set_pod_running("gone-worker-1");
+    start_launcher_pod("gone");
+    cr_assert(wait_condition("gone", "Running", "MPIJobRunning", 10000));
+    cr_assert(wait_active("gone", "Worker", 2, 5000));
+    set_launcher_job_condition("gone", "Complete", "CompletionsReached");
+    cr_assert(wait_condition("gone", "Succeeded", "MPIJobSucceeded", 10000));
+    cr_assert(wait_active("gone", "Worker", 0, 10000), "the deleted workers are not active any more");
+    uint64_t end = clock_now_ms() + 5000;
+    const char *column = NULL;
+    cJSON *job = NULL;
+    while (clock_now_ms() < end) {
+        cJSON_Delete(job);
+        job = get_job("gone");
+        column = json_string(job, "status.workers");
+        if (column && strcmp(column, "0/2") == 0)
+            break;
+        clock_sleep_ms(50);
+    }
+    cr_assert(column && strcmp(column, "0/2") == 0, "WORKERS column: %s", column ? column : "(none)");
+    cJSON_Delete(job);
+}
+
 Test(controller, launcher_failure_fails_the_job_with_its_reason)
 {
     start_controller();
