@@ -364,8 +364,34 @@ static int clean_pods(struct run *r)
     return rc;
 }
 
-/* After the job finished: the workers' counts and the WORKERS column as the pods now are, so that
- * a job whose workers were cleaned up shows none active (a pod being deleted no longer counts). */
+/* Adds one pod to the counts (active: phase Running, as the reference operator counts; ready:
+ * the Ready condition) and returns its state. pod may be NULL (unparsable): counted nowhere. */
+static enum pod_state count_pod(struct replica_counts *c, const cJSON *pod)
+{
+    enum pod_state s = pod ? pod_state_of(pod) : POD_UNKNOWN;
+    switch (s) {
+    case POD_RUNNING: c->active++; break;
+    case POD_SUCCEEDED: c->succeeded++; break;
+    case POD_FAILED: c->failed++; break;
+    default: break;
+    }
+    if (pod && pod_is_ready(pod))
+        c->ready++;
+    return s;
+}
+
+/* status.replicaStatuses.Worker and the WORKERS column ("ready/replicas"). */
+static void set_worker_status(struct run *r, const struct replica_counts *wc, int workers)
+{
+    if (workers > 0)
+        mpijob_status_set_replicas(r->status, "Worker", wc);
+    char ready[32];
+    snprintf(ready, sizeof(ready), "%d/%d", wc->ready, workers);
+    json_set_string(r->status, "workers", ready);
+}
+
+/* After the job finished: the workers' counts as the pods now are, so that a job whose workers
+ * were cleaned up shows none active (a pod being deleted no longer counts). */
 static void recount_finished_workers(struct run *r)
 {
     const struct mpijob *job = r->job;
@@ -379,22 +405,12 @@ static void recount_finished_workers(struct run *r)
         free(name);
         if (o && owned_by_job(o, job) && !o->deleting) {
             cJSON *pod = kube_object_parse(o);
-            switch (pod ? pod_state_of(pod) : POD_UNKNOWN) {
-            case POD_RUNNING: wc.active++; break;
-            case POD_SUCCEEDED: wc.succeeded++; break;
-            case POD_FAILED: wc.failed++; break;
-            default: break;
-            }
-            if (pod && pod_is_ready(pod))
-                wc.ready++;
+            count_pod(&wc, pod);
             cJSON_Delete(pod);
         }
         kube_object_unref(o);
     }
-    mpijob_status_set_replicas(r->status, "Worker", &wc);
-    char ready[32];
-    snprintf(ready, sizeof(ready), "%d/%d", wc.ready, workers);
-    json_set_string(r->status, "workers", ready);
+    set_worker_status(r, &wc, workers);
 }
 
 static void finish(struct run *r, bool succeeded, const char *reason, const char *message)
@@ -729,22 +745,11 @@ static int reconcile_valid(struct run *r)
             continue;
         expect_seen(ctx->expect, &KUBE_PODS, job->namespace, worker_objs[i]->name);
         cJSON *pod = kube_object_parse(worker_objs[i]);
-        /* active: pods in phase Running, as the reference operator counts them (SPEC) */
-        switch (pod ? pod_state_of(pod) : POD_UNKNOWN) {
-        case POD_RUNNING:
-            wc.active++;
+        enum pod_state state = count_pod(&wc, pod);
+        if (state == POD_RUNNING)
             running[n_running++] = (char *)worker_objs[i]->name;
-            break;
-        case POD_SUCCEEDED: wc.succeeded++; break;
-        case POD_FAILED:
-            wc.failed++;
-            if (!suspended && !worker_objs[i]->deleting)
-                replace_failed_worker(r, worker_objs[i], pod);
-            break;
-        default: break;
-        }
-        if (pod && pod_is_ready(pod))
-            wc.ready++;
+        else if (state == POD_FAILED && !suspended && !worker_objs[i]->deleting)
+            replace_failed_worker(r, worker_objs[i], pod);
         cJSON_Delete(pod);
     }
 
@@ -870,14 +875,7 @@ static int reconcile_valid(struct run *r)
             rc = KUBE_ENOMEM;
         for (int i = 0; rc == 0 && i < n; i++) {
             cJSON *p = kube_object_parse(lpods[i]);
-            switch (p ? pod_state_of(p) : POD_UNKNOWN) {
-            case POD_RUNNING: lc.active++; break;
-            case POD_SUCCEEDED: lc.succeeded++; break;
-            case POD_FAILED: lc.failed++; break;
-            default: break;
-            }
-            if (p && pod_is_ready(p))
-                lc.ready++;
+            count_pod(&lc, p);
             if (p) {
                 pod_run_of(p, run);
                 attempt = attempt || run->in_progress;
@@ -951,11 +949,7 @@ static int reconcile_valid(struct run *r)
     kube_object_unref(launcher);
     if (rc == 0) {
         mpijob_status_set_replicas(r->status, "Launcher", &lc);
-        if (workers > 0)
-            mpijob_status_set_replicas(r->status, "Worker", &wc);
-        char ready[32];
-        snprintf(ready, sizeof(ready), "%d/%d", wc.ready, workers);
-        json_set_string(r->status, "workers", ready);
+        set_worker_status(r, &wc, workers);
         if (mpijob_status_finished(r->status))
             r->clean_after_write = true;
     }

@@ -68,16 +68,20 @@ def free_port():
         return s.getsockname()[1]
 
 
-def real_assets():
-    assets = os.environ.get("KUBEBUILDER_ASSETS")
-    if not assets:
+def assets(*names):
+    """The paths of the named binaries in KUBEBUILDER_ASSETS, or None unless all are there."""
+    folder = os.environ.get("KUBEBUILDER_ASSETS")
+    if not folder:
         return None
-    etcd = os.path.join(assets, "etcd")
-    apiserver = os.path.join(assets, "kube-apiserver")
-    if os.access(etcd, os.X_OK) and os.access(apiserver, os.X_OK):
-        return etcd, apiserver
-    log("KUBEBUILDER_ASSETS=%s lacks etcd or kube-apiserver; using the double" % assets)
-    return None
+    paths = tuple(os.path.join(folder, n) for n in names)
+    return paths if all(os.access(p, os.X_OK) for p in paths) else None
+
+
+def real_assets():
+    found = assets("etcd", "kube-apiserver")
+    if found is None and os.environ.get("KUBEBUILDER_ASSETS"):
+        log("KUBEBUILDER_ASSETS=%s lacks etcd or kube-apiserver; using the double" % os.environ["KUBEBUILDER_ASSETS"])
+    return found
 
 
 # --------------------------------------------------------------------------------------------
@@ -429,14 +433,7 @@ class Real:
 
 def control_plane_assets():
     """(kube-controller-manager, kube-scheduler) from KUBEBUILDER_ASSETS, or None."""
-    assets = os.environ.get("KUBEBUILDER_ASSETS")
-    if not assets:
-        return None
-    kcm = os.path.join(assets, "kube-controller-manager")
-    scheduler = os.path.join(assets, "kube-scheduler")
-    if os.access(kcm, os.X_OK) and os.access(scheduler, os.X_OK):
-        return kcm, scheduler
-    return None
+    return assets("kube-controller-manager", "kube-scheduler")
 
 
 def serviceaccount_admission(args):

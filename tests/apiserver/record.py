@@ -87,6 +87,20 @@ JOB = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j1"},
 WIDGET_PATH = "/apis/example.com/v1/namespaces/default/widgets"
 
 
+def read_body(resp, watch):
+    """A response's body as text; a watch's events one per line, blank lines dropped."""
+    if not watch:
+        return resp.read().decode()
+    lines = []
+    while True:
+        line = resp.readline()
+        if not line:
+            break
+        if line.strip():
+            lines.append(line.decode().rstrip("\n") + "\n")
+    return "".join(lines)
+
+
 class Failed(Exception):
     pass
 
@@ -120,18 +134,7 @@ class Recorder:
             conn.request(method, self.kube.prefix + target, body=body.encode() if body is not None else None,
                          headers=headers)
             resp = conn.getresponse()
-            if watch:
-                lines = []
-                while True:
-                    line = resp.readline()
-                    if not line:
-                        break
-                    if line.strip():
-                        lines.append(line.decode().rstrip("\n"))
-                text = "\n".join(lines) + "\n"
-            else:
-                text = resp.read().decode()
-            return resp.status, resp.reason, resp.getheaders(), text
+            return resp.status, resp.reason, resp.getheaders(), read_body(resp, watch)
         finally:
             conn.close()
 

@@ -26,6 +26,9 @@ import time
 import urllib.parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import record  # noqa: E402  (the recorded sequence's setup steps and body reading)
+
 ROOT = os.path.dirname(os.path.dirname(HERE))
 DEFAULT_RECORDINGS = os.path.join(HERE, "recordings")   # made by record.py
 TOKEN = "replay-token"
@@ -124,17 +127,7 @@ class Double:
             headers["Content-Type"] = content_type or "application/json"
         conn.request(method, target, body=data, headers=headers)
         resp = conn.getresponse()
-        if watch:
-            lines = []
-            while True:
-                line = resp.readline()
-                if not line:
-                    break
-                if line.strip():
-                    lines.append(line.decode())
-            payload = "".join(lines)
-        else:
-            payload = resp.read().decode()
+        payload = record.read_body(resp, watch)
         conn.close()
         return resp.status, dict((k.lower(), v) for k, v in resp.getheaders()), payload
 
@@ -313,7 +306,6 @@ def setup_before(num, dbl, tr):
             "spec": {"template": {"spec": {"restartPolicy": "Never",
                                            "containers": [{"name": "c", "image": "busybox"}]}}}}), 201, "create j1")
     elif num == "32":
-        import record
         for method, path, body, ct in record.RESUME_SETUP:
             must(dbl.json(method, path, body, ct), 200, "%s %s" % (method, path))
     elif num == "19":

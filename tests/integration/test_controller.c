@@ -187,6 +187,19 @@ static void set_launcher_job_condition(const char *job_name, const char *type, c
 
 TestSuite(controller, .init = setup, .fini = teardown, .timeout = 90);
 
+/* Starts the controller, creates the job, and waits until its launcher Job exists and it is
+ * Created, then a moment more for the status write that follows. */
+static void start_created(const char *name)
+{
+    char launcher[96];
+    snprintf(launcher, sizeof(launcher), "%s-launcher", name);
+    start_controller();
+    create_job(name, NULL);
+    cr_assert(wait_exists(&KUBE_JOBS, launcher, 10000), "launcher Job created");
+    cr_assert(wait_condition(name, "Created", "MPIJobCreated", 5000));
+    clock_sleep_ms(300);
+}
+
 static void check_creation_order(void)
 {
     char *w = writes();
@@ -209,11 +222,7 @@ static void check_creation_order(void)
 
 Test(controller, creates_every_object_in_order_then_follows_the_job_to_success)
 {
-    start_controller();
-    create_job("pi", NULL);
-    cr_assert(wait_exists(&KUBE_JOBS, "pi-launcher", 10000), "launcher Job created");
-    cr_assert(wait_condition("pi", "Created", "MPIJobCreated", 5000));
-    clock_sleep_ms(300);
+    start_created("pi");
     /* The order of the creates, which the double's request log shows. */
     if (srv.is_double)
         check_creation_order();
@@ -284,11 +293,7 @@ static bool wait_active(const char *job_name, const char *role, long long want, 
 
 Test(controller, active_counts_running_pods_not_pending_ones)
 {
-    start_controller();
-    create_job("act", NULL);
-    cr_assert(wait_exists(&KUBE_JOBS, "act-launcher", 10000), "launcher Job created");
-    cr_assert(wait_condition("act", "Created", "MPIJobCreated", 5000));
-    clock_sleep_ms(300);
+    start_created("act");
     cJSON *job = get_job("act");
     cr_assert_eq(json_int(job, "status.replicaStatuses.Worker.active", 0), 0, "two Pending workers are not active");
     cJSON_Delete(job);
