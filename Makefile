@@ -6,6 +6,8 @@
 #   make fuzz       libFuzzer harnesses (clang-14), each run for FUZZ_SECONDS
 #   make bench      benchmarks in tests/bench (figures, never pass/fail on timing)
 #   make demo       the end-to-end demo (see README)
+#   make images     the operator and worker images, built with podman as OCI archives in
+#                   build/images (as root; scripts/images.py)
 
 CC        ?= gcc
 PKGS      := libcurl libcjson yaml-0.1 openssl libmicrohttpd
@@ -19,9 +21,13 @@ SAN       := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-fr
 ASAN_FLAGS := $(BASE) -O1 -g $(SAN)
 LIBS      := $(PKG_LIBS) -lpthread -lm
 
-# The worker links Open MPI only; its GPU backend is a plugin built by nvcc (below).
-MPI_CFLAGS := $(shell pkg-config --cflags ompi-c 2>/dev/null)
-MPI_LIBS   := $(shell pkg-config --libs ompi-c 2>/dev/null)
+# The worker links one MPI: Open MPI by default, MPICH with MPI=mpich (the pkg-config module of
+# Debian's libmpich-dev); its GPU backend is a plugin built by nvcc (below).
+MPI       ?= openmpi
+$(if $(filter-out openmpi mpich,$(MPI)),$(error MPI=$(MPI): want openmpi or mpich))
+MPI_PC    := $(if $(filter mpich,$(MPI)),mpich,ompi-c)
+MPI_CFLAGS := $(shell pkg-config --cflags $(MPI_PC) 2>/dev/null)
+MPI_LIBS   := $(shell pkg-config --libs $(MPI_PC) 2>/dev/null)
 WORKER_LIBS := $(MPI_LIBS) $(shell pkg-config --libs libcjson 2>/dev/null) -ldl -lpthread -lm
 build/obj/src/worker/%.o build/obj/cmd/mpijob-worker/%.o build/asan/obj/src/worker/%.o build/asan/obj/tests/worker/%.o: EXTRA_CFLAGS := $(MPI_CFLAGS)
 
@@ -38,7 +44,7 @@ PLUGIN    := build/lib/libmpijob-worker-nccl.so
 NVCC_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
 NVCC_FLAGS := -O2 -std=c++17 -Isrc $(NVCC_ARCH) -Xcompiler -fPIC,-Wall,-Wextra,-Werror -shared
 
-.PHONY: all test deps demo fuzz bench clean rbac-proof soak
+.PHONY: all test deps demo fuzz bench clean rbac-proof soak images
 
 all: build/bin/mpijob-operator build/bin/mpijob-worker $(if $(and $(NVCC),$(NCCL_SRC)),$(PLUGIN))
 
@@ -137,6 +143,9 @@ bench: deps $(BENCH_TARGETS) build/bin/mpijob-worker $(WORKER_BENCH_TARGETS)
 
 demo:
 	@scripts/demo.sh
+
+images: deps
+	@scripts/images.py
 
 # Chaos, bounded: 20 MPIJobs at once through operator restarts and dropped watches (as root).
 soak: deps all

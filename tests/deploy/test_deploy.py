@@ -412,7 +412,7 @@ class Deployment(unittest.TestCase):
             version = re.search(r'#define MPIJOB_OPERATOR_VERSION "([^"]+)"', f.read()).group(1)
         self.assertEqual(chart["appVersion"], version, "Chart.yaml appVersion is the operator's version")
         with open(DOCKERFILE) as f:
-            tag = re.search(r"docker build -f deploy/Dockerfile -t (\S+) \.", f.read()).group(1)
+            tag = re.search(r"podman build -f deploy/Dockerfile -t (\S+) \.", f.read()).group(1)
         self.assertEqual(container(render())["image"], tag)
         self.assertTrue(tag.endswith(":" + chart["appVersion"]))
 
@@ -438,8 +438,10 @@ def dockerfile_stages():
         instruction = instruction.upper()
         if instruction == "FROM":
             stages.append((rest.strip(), []))
-        else:
+        elif stages:
             stages[-1][1].append((instruction, rest.strip()))
+        else:
+            assert instruction == "ARG", "only ARG may come before the first FROM, not " + instruction
     return stages
 
 
@@ -515,8 +517,13 @@ class Dockerfile(unittest.TestCase):
     def test_stages_user_and_entrypoint(self):
         stages = dockerfile_stages()
         self.assertEqual(len(stages), 2)
-        self.assertEqual(stages[0][0], "debian:bookworm AS build")
-        self.assertEqual(stages[1][0], "debian:bookworm-slim")
+        # Bases are build arguments (make images gives its local Debian 12 base); the defaults
+        # are Debian's images.
+        self.assertEqual(stages[0][0], "${BUILD_BASE} AS build")
+        self.assertEqual(stages[1][0], "${BASE}")
+        with open(DOCKERFILE) as f:
+            defaults = dict(re.findall(r"^ARG (\w+)=(\S+)$", f.read().split("\nFROM ")[0], re.M))
+        self.assertEqual(defaults, {"BUILD_BASE": "debian:bookworm", "BASE": "debian:bookworm-slim"})
         build, runtime = stages[0][1], stages[1][1]
         self.assertTrue(any(i == "RUN" and "make build/bin/mpijob-operator" in r for i, r in build))
         self.assertIn(("USER", "65532:65532"), runtime)

@@ -57,16 +57,18 @@ in_private_run() {
 }
 
 check_lint() {
-    sh -n "$image/entrypoint.sh" || fail "entrypoint.sh does not parse"
-    if command -v dash >/dev/null; then
-        dash -n "$image/entrypoint.sh" || fail "entrypoint.sh does not parse as dash"
-    fi
-    head -n 1 "$image/entrypoint.sh" | grep -qx '#!/bin/sh' || fail "entrypoint.sh must start with #!/bin/sh"
-    grep -q '^set -eu$' "$image/entrypoint.sh" || fail "entrypoint.sh must 'set -eu'"
-    if command -v shellcheck >/dev/null; then
-        shellcheck -s sh "$image/entrypoint.sh" || fail "shellcheck found problems in entrypoint.sh"
-    fi
-    echo "entrypoint.sh: ok"
+    for script in entrypoint.sh sshd; do
+        sh -n "$image/$script" || fail "$script does not parse"
+        if command -v dash >/dev/null; then
+            dash -n "$image/$script" || fail "$script does not parse as dash"
+        fi
+        head -n 1 "$image/$script" | grep -qx '#!/bin/sh' || fail "$script must start with #!/bin/sh"
+        grep -q '^set -eu$' "$image/$script" || fail "$script must 'set -eu'"
+        if command -v shellcheck >/dev/null; then
+            shellcheck -s sh "$image/$script" || fail "shellcheck found problems in $script"
+        fi
+        echo "$script: ok"
+    done
 }
 
 # The effective value of one setting in `sshd -T` output ($1), lower case as sshd prints it.
@@ -129,15 +131,20 @@ check_login() {
         -e "s|^AuthorizedKeysFile .*|AuthorizedKeysFile $tmp/authorized_keys|" \
         "$image/sshd_config" >"$tmp/sshd_config"
     echo "ListenAddress 127.0.0.1" >>"$tmp/sshd_config"
+    # The image's /usr/sbin/sshd is worker-image/sshd in front of OpenSSH's (sshd.real there):
+    # here the pair runs with this machine's sshd behind it.
+    sed -e "s|^real=.*|real=$sshd|" "$image/sshd" >"$tmp/sshd"
+    sed -e "s|/usr/sbin/sshd |sh $tmp/sshd |" "$image/entrypoint.sh" >"$tmp/entrypoint.sh"
+    grep -q "sh $tmp/sshd " "$tmp/entrypoint.sh" || fail "entrypoint.sh does not run /usr/sbin/sshd"
     if [ "$(id -u)" -eq 0 ]; then
         command -v unshare >/dev/null || skip "unshare is not installed"
         # shellcheck disable=SC2016 # $1 is the inner shell's
         MPIJOB_SSHD_CONFIG="$tmp/sshd_config" MPIJOB_SSHD_DIR="$tmp/hostkeys" \
             unshare -m sh -c 'mount -t tmpfs mpijob-run /run && exec sh "$1"' sh \
-            "$image/entrypoint.sh" >"$tmp/sshd.log" 2>&1 &
+            "$tmp/entrypoint.sh" >"$tmp/sshd.log" 2>&1 &
     else
         MPIJOB_SSHD_CONFIG="$tmp/sshd_config" MPIJOB_SSHD_DIR="$tmp/hostkeys" \
-            sh "$image/entrypoint.sh" >"$tmp/sshd.log" 2>&1 &
+            sh "$tmp/entrypoint.sh" >"$tmp/sshd.log" 2>&1 &
     fi
     sshd_pid=$!
     tries=0
@@ -152,7 +159,7 @@ check_login() {
     out=$(ssh_to -i "$tmp/id_test" -o IdentitiesOnly=yes "$user@127.0.0.1" 'echo login-ok')
     [ "$out" = "login-ok" ] || fail "key login ran the command but printed '$out'"
     for f in ssh_host_ed25519_key ssh_host_ecdsa_key; do
-        [ -s "$tmp/hostkeys/$f" ] || fail "the entrypoint made no $f"
+        [ -s "$tmp/hostkeys/$f" ] || fail "the image's sshd made no $f"
         mode=$(stat -c %a "$tmp/hostkeys/$f")
         [ "$mode" = 600 ] || fail "$f has mode $mode, want 600"
     done
