@@ -52,6 +52,8 @@ MIRRORS = [
 # it was made (rm build/images/cache to refresh it).
 BASE_EPOCH = 1686355200
 TOOLS = ("podman", "mmdebstrap", "skopeo", "runc")
+# Changed whenever the way images are built changes, so that archives built before are rebuilt.
+BUILD_FORMAT = 3
 
 
 class ImageError(Exception):
@@ -217,7 +219,8 @@ def build(name, dockerfile, ref, args, epoch, version, rev, base_key, no_cache=F
     """Builds one image unless its inputs are those of its archive; returns its index entry."""
     args = dict(args, VERSION=version, REVISION=rev, SOURCE_DATE_EPOCH=str(epoch))
     h = hashlib.sha256()
-    h.update(json.dumps([name, dockerfile, ref, sorted(args.items()), epoch, base_key]).encode())
+    h.update(json.dumps([name, dockerfile, ref, sorted(args.items()), epoch, base_key,
+                         BUILD_FORMAT]).encode())
     hash_paths(h, [dockerfile, ".dockerignore"] + dockerfile_sources(dockerfile))
     inputs = h.hexdigest()
     archive = os.path.join(OUT, name + ".tar")
@@ -231,6 +234,10 @@ def build(name, dockerfile, ref, args, epoch, version, rev, base_key, no_cache=F
     log("%s: podman build -f %s -t %s ..." % (name, dockerfile, ref))
     t0 = time.monotonic()
     cmd = ["podman", "build", "--runtime", "runc", "--timestamp", str(epoch), "--pull=never",
+           # podman's layer cache hands back images made with other flags and names its
+           # intermediate images in the history: every layer is built (an image whose inputs
+           # did not change is not built at all, above), and no history is written.
+           "--layers=false", "--omit-history",
            "-f", os.path.join(ROOT, dockerfile), "-t", ref] + (["--no-cache"] if no_cache else [])
     for k, v in sorted(args.items()):
         cmd += ["--build-arg", "%s=%s" % (k, v)]
@@ -240,6 +247,9 @@ def build(name, dockerfile, ref, args, epoch, version, rev, base_key, no_cache=F
     if os.path.exists(tmp):
         os.unlink(tmp)
     run(["podman", "save", "--format", "oci-archive", "-o", tmp, ref])
+    # The image this one replaced, if any, is untagged now: remove it and its kind.
+    subprocess.run(["podman", "image", "prune", "-f"], stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
     os.rename(tmp, archive)
     digest = run(["skopeo", "inspect", "--format", "{{.Digest}}", "oci-archive:" + archive],
                  quiet=True).strip()

@@ -77,6 +77,7 @@ import urllib.request
 import uuid
 
 import netns
+import runtime
 from kube import KubeError
 
 log = logging.getLogger("kubelet")
@@ -206,6 +207,12 @@ class Container:
         self.probe_ok = 0
         self.probe_fail = 0
         self.done = False      # will not run again
+        self.waiting_message = None
+        self.image = None      # runtime.Image, once pulled (images mode)
+        self.ctr = None        # runtime.Container while it exists (images mode)
+        self.pull_failures = 0
+        self.serial = 0        # containers made for this spec, for unique runc ids
+        self.runc_id = None
 
     def terminated_state(self):
         st = {"exitCode": self.exit_code, "reason": self.reason, "startedAt": self.started_at,
@@ -215,10 +222,14 @@ class Container:
         return st
 
     def container_id(self):
+        if self.runc_id is not None:
+            return "runc://%s" % self.runc_id
         return "sim://%s-%d" % (self.name, self.restart_count)
 
     def status(self):
-        st = {"name": self.name, "image": self.spec.get("image", ""), "imageID": "",
+        st = {"name": self.name,
+              "image": self.image.normalized if self.image is not None else self.spec.get("image", ""),
+              "imageID": self.image.image_id if self.image is not None else "",
               "containerID": self.container_id(), "ready": self.ready,
               "restartCount": self.restart_count, "started": self.state == "running",
               "lastState": {"terminated": self.last_terminated} if self.last_terminated else {}}
@@ -228,6 +239,8 @@ class Container:
             st["state"] = {"terminated": self.terminated_state()}
         else:
             st["state"] = {"waiting": {"reason": self.waiting_reason}}
+            if self.waiting_message:
+                st["state"]["waiting"]["message"] = self.waiting_message
             if self.restart_count == 0 and self.waiting_reason != "CrashLoopBackOff":
                 st["containerID"] = ""
         return st
@@ -541,7 +554,8 @@ class PodRunner:
                     os.makedirs(src, exist_ok=True)
             target = os.path.normpath(m["mountPath"])
             is_dir = os.path.isdir(src)
-            self.k.make_mount_point(target, is_dir)
+            if not self.k.runtime:
+                self.k.make_mount_point(target, is_dir)
             vol = next((v for v in self.spec.get("volumes") or [] if v.get("name") == m.get("name")), {})
             ro = bool(m.get("readOnly")) or any(k in vol for k in ("configMap", "secret", "downwardAPI", "projected"))
             out.append({"source": src, "target": target, "readOnly": ro})
@@ -558,7 +572,9 @@ class PodRunner:
                 home = pwd.getpwuid(uid).pw_dir
             except KeyError:
                 home = "/"
-        env = {"PATH": DEFAULT_PATH, "HOSTNAME": self.hostname, "HOME": home}
+        # From an image, PATH and HOME are the image's (runtime.oci_config); the pod's variables
+        # come on top.
+        env = {} if self.k.runtime else {"PATH": DEFAULT_PATH, "HOSTNAME": self.hostname, "HOME": home}
         for src in c.spec.get("envFrom") or []:
             prefix = src.get("prefix", "")
             if "configMapRef" in src:
@@ -593,8 +609,9 @@ class PodRunner:
                 kind, _, res = r.partition(".")
                 val = ((c.spec.get("resources") or {}).get(kind) or {}).get(res)
                 env[name] = str(val if val is not None else (os.cpu_count() if res == "cpu" else 0))
-        argv = [_expand(a, env) for a in (c.spec.get("command") or [])] + \
-               [_expand(a, env) for a in (c.spec.get("args") or [])]
+        command = [_expand(a, env) for a in (c.spec.get("command") or [])]
+        args = [_expand(a, env) for a in (c.spec.get("args") or [])]
+        argv = command + args
         groups = list(sc.get("supplementalGroups") or [])
         if sc.get("fsGroup") is not None:
             groups.append(sc["fsGroup"])
@@ -604,12 +621,41 @@ class PodRunner:
                 gid = pwd.getpwuid(uid).pw_gid
             except KeyError:
                 gid = uid
-        return {"hostname": self.hostname, "argv": argv, "env": env,
+        return {"hostname": self.hostname, "argv": argv, "command": command, "args": args, "env": env,
                 "workingDir": c.spec.get("workingDir"), "uid": uid,
                 "gid": gid, "groups": groups if gid is not None else None}
 
     # ---------------------------------------------------------------- processes
+    def _start_from_image(self, c):
+        """Images mode: the container from its image with runc, in the pod's network namespace."""
+        spec = self._env(c)
+        sc = dict(self.spec.get("securityContext") or {})
+        sc.update({k: v for k, v in (c.spec.get("securityContext") or {}).items() if v is not None})
+        os.makedirs(self.dir, exist_ok=True)
+        hostname_file = os.path.join(self.dir, "hostname")
+        with open(hostname_file, "w") as f:
+            f.write(self.hostname + "\n")
+        etc = os.path.join(netns.NETNS_ETC, self.net.ns)
+        cs = runtime.ContainerSpec(
+            command=spec["command"], args=spec["args"], env=spec["env"],
+            working_dir=spec["workingDir"], run_as_user=sc.get("runAsUser"),
+            run_as_group=sc.get("runAsGroup"), groups=spec["groups"] or [],
+            security_context=sc, mounts=self._mounts(c), hostname=self.hostname,
+            netns_path=os.path.join("/var/run/netns", self.net.ns),
+            etc_files={"/etc/hosts": os.path.join(etc, "hosts"),
+                       "/etc/resolv.conf": os.path.join(etc, "resolv.conf"),
+                       "/etc/hostname": hostname_file})
+        c.serial += 1
+        c.runc_id = "%s-%s-%s-%s-%d" % (self.k.prefix, self.name[:40], self.uid[:8], c.name, c.serial)
+        c.ctr = self.k.runtime.create(c.runc_id, c.image, cs,
+                                      os.path.join(self.k.containers_dir, c.runc_id))
+        c.proc = c.ctr.start(self.k.log_path(self.ns, self.name, c.name))
+
     def _start(self, c):
+        if self.k.runtime:
+            self._start_from_image(c)
+            self._started(c)
+            return
         spec = self._env(c)
         spec["mounts"] = self._mounts(c)
         if self.k.image_overlays:
@@ -628,7 +674,11 @@ class PodRunner:
                                       start_new_session=True, env={"PATH": DEFAULT_PATH, "LANG": "C.UTF-8"})
         finally:
             logf.close()
+        self._started(c)
+
+    def _started(self, c):
         c.state = "running"
+        c.waiting_message = None
         c.started_at = now_rfc3339()
         c.ready = False
         c.probe_ok = c.probe_fail = 0
@@ -641,6 +691,8 @@ class PodRunner:
         """The host pid of the container's PID 1 (podinit), or None."""
         if c.proc is None:
             return None
+        if c.ctr is not None:
+            return c.ctr.pid()
         try:
             with open("/proc/%d/task/%d/children" % (c.proc.pid, c.proc.pid)) as f:
                 kids = f.read().split()
@@ -650,6 +702,9 @@ class PodRunner:
 
     def _signal(self, c, sig):
         if c.proc is None or c.proc.poll() is not None:
+            return
+        if c.ctr is not None:
+            c.ctr.signal(sig)
             return
         pid = c.proc.pid if sig == signal.SIGKILL else self._main_pid(c)
         try:
@@ -665,6 +720,9 @@ class PodRunner:
         if rc is None:
             return False
         code = rc if rc >= 0 else 128 - rc
+        if c.ctr is not None:
+            c.ctr.remove()
+            c.ctr = None
         c.exit_code = code
         c.reason = "Completed" if code == 0 else "Error"
         c.message = self._termination_message(c)
@@ -722,6 +780,8 @@ class PodRunner:
             if "tcpSocket" in probe:
                 with socket.create_connection((self.pod_ip, self._port(probe["tcpSocket"]["port"])), timeout=timeout):
                     return True
+            if "exec" in probe and c.ctr is not None:
+                return c.ctr.exec(probe["exec"].get("command") or [], max(timeout, 1.0)) == 0
             if "exec" in probe:
                 pid = self._main_pid(c)
                 if pid is None:
@@ -863,7 +923,9 @@ class PodRunner:
                 self.phase = "Failed" if failed else "Succeeded"
                 self._publish()
                 return
-            self.phase = "Running"
+            # Pending until a container has started (one waiting on its image keeps it so).
+            if any(c.state != "waiting" or c.restart_count > 0 for c in self.containers):
+                self.phase = "Running"
             if time.monotonic() >= self.next_refresh:
                 self.next_refresh = time.monotonic() + VOLUME_REFRESH
                 try:
@@ -873,7 +935,33 @@ class PodRunner:
             self._publish()
             time.sleep(TICK)
 
+    def _pull(self, c):
+        """Images mode: the container's image, or False after recording the pull failure as a
+        kubelet does (ErrImagePull, then ImagePullBackOff while it waits to try again)."""
+        if c.image is not None:
+            return True
+        try:
+            c.image = self.k.store.pull(c.spec.get("image") or "")
+            c.pull_failures = 0
+            c.waiting_reason, c.waiting_message = "ContainerCreating", None
+            return True
+        except runtime.PullError as e:
+            c.pull_failures += 1
+            c.waiting_reason = "ErrImagePull"
+            c.waiting_message = str(e)
+            self._publish()
+            # The back-off a kubelet uses for pulls: 10 s doubling; shortened here as restarts are.
+            wait = min(BACKOFF_START * 2 ** c.pull_failures, BACKOFF_CAP * 2)
+            if self._wait_or_delete(min(wait, 1.0)):
+                c.waiting_reason = "ImagePullBackOff"
+                c.waiting_message = 'Back-off pulling image "%s"' % c.spec.get("image", "")
+                self._publish()
+            c.next_start = time.monotonic() + max(0.0, wait - 1.0)
+            return False
+
     def _try_start(self, c):
+        if self.k.runtime and not self._pull(c):
+            return None
         try:
             self._start(c)
             return True
@@ -883,7 +971,7 @@ class PodRunner:
             c.next_start = time.monotonic() + 1.0
             self._publish()
             return None
-        except (ValueError, OSError) as e:
+        except (ValueError, OSError, runtime.CreateError) as e:
             c.state = "terminated"
             c.exit_code, c.reason, c.finished_at = 128, "StartError", now_rfc3339()
             c.started_at = c.started_at or c.finished_at
@@ -1111,8 +1199,10 @@ class NodeReporter:
 
 class Kubelet:
     def __init__(self, kube, cluster_domain, state_dir, node_name=NODE_NAME, pod_cidr=None, prefix=None,
-                 image_bin=None, image_files=None, node_resources=None):
+                 image_bin=None, image_files=None, node_resources=None, images=None):
         self.kube = kube
+        if images and (image_bin or image_files):
+            raise ValueError("containers run either from images or as host programs with image files")
         self.node_resources = dict(node_resources or {})
         self.image_files = {os.path.normpath(dest): os.path.abspath(src)
                             for dest, src in (image_files or {}).items()}
@@ -1121,6 +1211,17 @@ class Kubelet:
         self.image_overlays = []   # [{"source": <state_dir>/image/root/<dir>, "target": <dir>}]
         self.domain = (cluster_domain or "").strip(".")
         self.state_dir = os.path.abspath(state_dir)
+        # Images mode: containers from the OCI archives listed in `images` (an index.json of
+        # scripts/images.py), run with runc.
+        self.store = self.runtime = None
+        self.containers_dir = os.path.join(self.state_dir, "containers")
+        self.runc_root = os.path.join(self.state_dir, "runc")
+        if images:
+            why = runtime.available()
+            if why:
+                raise ValueError("containers from images: " + why)
+            self.store = runtime.ImageStore(images, os.path.join(self.state_dir, "images"))
+            self.runtime = runtime.Runtime(self.runc_root)
         self.node = node_name
         self.prefix = netns.check_prefix(prefix or prefix_for(self.state_dir))
         # Without a CIDR given (argument or MPIJOB_SIM_POD_CIDR), 10.244.0.0/16, or the first free
@@ -1334,6 +1435,7 @@ class Kubelet:
         os.makedirs(self.logs_dir, exist_ok=True)
         os.makedirs(self.control_dir, exist_ok=True)
         self._remove_created_paths()
+        runtime.sweep(self.runc_root, self.containers_dir)
         netns.sweep(self.prefix)
         cidr = self.pod_cidr
         if not cidr:
@@ -1410,6 +1512,7 @@ class Kubelet:
         if self._cleaned:
             return
         self._cleaned = True
+        runtime.sweep(self.runc_root, self.containers_dir)
         if self.net is not None:
             self.net.down()
         netns.sweep(self.prefix)
@@ -1463,6 +1566,7 @@ def reap(state_dir):
             prefix = json.load(f)["prefix"]
     except (OSError, ValueError, KeyError):
         return []
-    removed = netns.sweep(prefix)
+    removed = runtime.sweep(os.path.join(state_dir, "runc"), os.path.join(state_dir, "containers"))
+    removed += netns.sweep(prefix)
     removed += remove_created_paths(os.path.join(state_dir, "created-paths.json"))
     return removed

@@ -1,5 +1,7 @@
-/* The cluster simulation's own tests (tests/cluster) and the end-to-end scenarios (tests/e2e):
- * Python suites that need root; as another user they skip and say why. */
+/* The cluster simulation's own tests (tests/cluster), the images with the containers the
+ * simulated kubelet runs from them (tests/images) and the end-to-end scenarios (tests/e2e):
+ * Python suites that need root; as another user, or without podman and runc, they skip and say
+ * why. */
 #include <criterion/criterion.h>
 
 #include "support/command.h"
@@ -12,4 +14,10 @@ Test(cluster, simulation_suites, .timeout = 400)
 Test(e2e, scenarios, .timeout = 600)
 {
     test_run_checked("tests/e2e", "python3 tests/support/pyresults.py discover -s tests/e2e -p test_e2e.py");
+}
+
+/* Builds the images first when their sources changed (about 80 s; nothing when they did not). */
+Test(images, built_and_run_with_runc, .timeout = 900)
+{
+    test_run_checked("tests/images", "python3 tests/support/pyresults.py discover -s tests/images -p 'test_*.py'");
 }

@@ -1,0 +1,488 @@
+"""The container runtime of the simulated kubelet: images from local OCI archives, containers
+run with runc (standard library only; needs root, skopeo, umoci and runc).
+
+    store = ImageStore("build/images/index.json", cache_dir)
+    image = store.pull("mpijob-worker:latest")      # PullError when no archive holds it
+    ctr = Runtime(runc_root).create(cid, image, spec, work_dir)
+    proc = ctr.start(log_file)                      # the `runc run` process; its exit status is
+                                                    # the container's (128+N for signal N)
+    ctr.signal(signal.SIGTERM); ctr.exec(argv, timeout); ctr.remove()
+
+Pulling is a lookup of the reference, normalized as containerd does (docker.io/library/NAME:latest
+for NAME), in the index `make images` writes (scripts/images.py); the archive is copied into an
+OCI layout with skopeo and unpacked with umoci once per manifest digest, shared read-only by
+every container of that image. Each container gets an overlay file system on it (its writes go
+to its own upper folder) and a runc bundle whose config.json is made from the image's config and
+the container's spec (ContainerSpec below):
+
+  - process: Kubernetes' command/args semantics over the image's ENTRYPOINT/CMD (command
+    replaces ENTRYPOINT and drops CMD; args alone replace CMD); the image's Env, then the pod's;
+    workingDir, else the image's WorkingDir; runAsUser/runAsGroup, else the image's USER (names
+    resolved in the image's /etc/passwd and /etc/group); HOME from the image's /etc/passwd;
+    supplementary groups (fsGroup, supplementalGroups); the container runtime's default
+    capabilities (containerd's list) with securityContext.capabilities add/drop ("ALL" allowed),
+    all of them when privileged; noNewPrivileges when allowPrivilegeEscalation is false;
+  - root: read-only with readOnlyRootFilesystem;
+  - namespaces: new pid, ipc, uts and mount namespaces; the pod's network namespace by path;
+    the pod's host name;
+  - mounts: /proc, /dev, /dev/pts, /dev/shm, /dev/mqueue, /sys (read-only), the pod's /etc/hosts,
+    /etc/resolv.conf and /etc/hostname, then each volume (bind, read-only where asked);
+  - cgroups: runc's own, under the caller's where the hierarchy is shared.
+
+Container ids are the caller's; runc keeps its state under runc_root, so sweep(runc_root, prefix)
+finds and removes what a crashed kubelet left.
+"""
+
+import fcntl
+import json
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import threading
+
+# containerd's default capabilities (oci.DefaultCapabilities / pkg/cap), which CRI containers
+# get unless their securityContext adds or drops some.
+DEFAULT_CAPS = ["CHOWN", "DAC_OVERRIDE", "FSETID", "FOWNER", "MKNOD", "NET_RAW", "SETGID", "SETUID",
+                "SETFCAP", "SETPCAP", "NET_BIND_SERVICE", "SYS_CHROOT", "KILL", "AUDIT_WRITE"]
+ALL_CAPS = DEFAULT_CAPS + [
+    "DAC_READ_SEARCH", "LINUX_IMMUTABLE", "NET_BROADCAST", "NET_ADMIN", "IPC_LOCK", "IPC_OWNER",
+    "SYS_MODULE", "SYS_RAWIO", "SYS_PTRACE", "SYS_PACCT", "SYS_ADMIN", "SYS_BOOT", "SYS_NICE",
+    "SYS_RESOURCE", "SYS_TIME", "SYS_TTY_CONFIG", "LEASE", "AUDIT_CONTROL", "MAC_OVERRIDE",
+    "MAC_ADMIN", "SYSLOG", "WAKE_ALARM", "BLOCK_SUSPEND", "AUDIT_READ", "PERFMON", "BPF",
+    "CHECKPOINT_RESTORE"]
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+class PullError(Exception):
+    """The image cannot be pulled: the kubelet reports ErrImagePull, then ImagePullBackOff."""
+
+
+class CreateError(Exception):
+    """The container cannot be made from its image and spec (CreateContainerError)."""
+
+
+def normalize(ref):
+    """An image reference as containerd resolves it: docker.io when no registry is named,
+    library/ for a one-part docker.io name, latest when neither tag nor digest is given."""
+    name, _, digest = ref.partition("@")
+    first, slash, rest = name.partition("/")
+    if not slash or ("." not in first and ":" not in first and first != "localhost"):
+        domain, path = "docker.io", name
+    else:
+        domain, path = first, rest
+    if domain == "docker.io" and "/" not in path:
+        path = "library/" + path
+    if ":" not in path.rsplit("/", 1)[-1] and not digest:
+        path += ":latest"
+    return domain + "/" + path + ("@" + digest if digest else "")
+
+
+def _run(cmd, timeout=300):
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=timeout)
+    if proc.returncode != 0:
+        raise OSError("%s: exit %d: %s" % (" ".join(cmd[:2]), proc.returncode,
+                                           proc.stdout.strip()[-400:]))
+    return proc.stdout
+
+
+class Image:
+    """An unpacked image: its reference, digest, read-only root file system and config."""
+
+    def __init__(self, ref, normalized, digest, rootfs, config):
+        self.ref = ref
+        self.normalized = normalized
+        self.digest = digest
+        self.rootfs = rootfs
+        self.config = config          # the OCI image config's "config" part
+
+    @property
+    def image_id(self):
+        """What a kubelet reports as a container's imageID: repository@digest."""
+        return self.normalized.rsplit(":", 1)[0] + "@" + self.digest
+
+
+class ImageStore:
+    """Images from the OCI archives listed in index.json ({normalized ref: {archive, digest}}),
+    unpacked under cache_dir once per digest."""
+
+    def __init__(self, index_path, cache_dir):
+        self.index_path = os.path.abspath(index_path)
+        self.base = os.path.dirname(os.path.dirname(os.path.dirname(self.index_path)))
+        self.cache_dir = os.path.abspath(cache_dir)
+        self._lock = threading.Lock()
+        self._images = {}             # digest -> Image
+
+    def _index(self):
+        try:
+            with open(self.index_path) as f:
+                return json.load(f)
+        except FileNotFoundError:
+            return {}
+        except ValueError as e:
+            raise PullError("the image index %s is not JSON: %s" % (self.index_path, e))
+
+    def pull(self, ref):
+        """The Image for ref, unpacked on first use. PullError says why not, in the words a
+        kubelet's runtime uses."""
+        if not ref:
+            raise PullError("the container names no image")
+        normalized = normalize(ref)
+        entry = self._index().get(normalized)
+        if entry is None:
+            raise PullError('failed to pull and unpack image "%s": failed to resolve reference '
+                            '"%s": %s: not found' % (normalized, normalized, normalized))
+        archive = entry["archive"]
+        if not os.path.isabs(archive):
+            archive = os.path.join(self.base, archive)
+        digest = entry["digest"]
+        with self._lock:
+            image = self._images.get(digest)
+            if image is None:
+                image = self._unpack(ref, normalized, digest, archive)
+                self._images[digest] = image
+        return image
+
+    def _unpack(self, ref, normalized, digest, archive):
+        d = os.path.join(self.cache_dir, digest.replace(":", "_"))
+        done = os.path.join(d, "image.json")
+        os.makedirs(self.cache_dir, exist_ok=True)
+        # Several kubelets may share a cache: one unpacks, the others wait for it.
+        with open(os.path.join(self.cache_dir, ".lock"), "w") as lockf:
+            fcntl.flock(lockf, fcntl.LOCK_EX)
+            if not os.path.exists(done):
+                shutil.rmtree(d, ignore_errors=True)
+                os.makedirs(d)
+                try:
+                    _run(["skopeo", "copy", "-q", "oci-archive:" + archive, "oci:%s/layout:image" % d])
+                    _run(["umoci", "unpack", "--image", "%s/layout:image" % d, "%s/bundle" % d])
+                    config = json.loads(_run(["skopeo", "inspect", "--config",
+                                              "oci:%s/layout:image" % d]))
+                except (OSError, subprocess.TimeoutExpired, ValueError) as e:
+                    shutil.rmtree(d, ignore_errors=True)
+                    raise PullError('failed to pull and unpack image "%s": %s' % (normalized, e))
+                shutil.rmtree(os.path.join(d, "layout"), ignore_errors=True)
+                with open(done + ".part", "w") as f:
+                    json.dump({"digest": digest, "config": config.get("config") or {}}, f)
+                os.rename(done + ".part", done)
+        with open(done) as f:
+            config = json.load(f)["config"]
+        return Image(ref, normalized, digest, os.path.join(d, "bundle", "rootfs"), config)
+
+
+# ---- the container's process, from the image and the pod ----------------------------------------
+
+def argv_for(image_config, command, args):
+    """Kubernetes' rules: command replaces ENTRYPOINT (and CMD goes); args replace CMD."""
+    entrypoint = list(image_config.get("Entrypoint") or [])
+    cmd = list(image_config.get("Cmd") or [])
+    if command:
+        return list(command) + list(args or [])
+    if args:
+        return entrypoint + list(args)
+    return entrypoint + cmd
+
+
+def _passwd(rootfs, name_or_id):
+    """(uid, gid, home) from the image's /etc/passwd for a user name or uid, or None."""
+    try:
+        with open(os.path.join(rootfs, "etc", "passwd")) as f:
+            for line in f:
+                parts = line.rstrip("\n").split(":")
+                if len(parts) >= 7 and (parts[0] == str(name_or_id) or parts[2] == str(name_or_id)):
+                    return int(parts[2]), int(parts[3]), parts[5]
+    except OSError:
+        pass
+    return None
+
+
+def _group(rootfs, name):
+    try:
+        with open(os.path.join(rootfs, "etc", "group")) as f:
+            for line in f:
+                parts = line.split(":")
+                if len(parts) >= 3 and parts[0] == name:
+                    return int(parts[2])
+    except OSError:
+        pass
+    return None
+
+
+def resolve_user(image, run_as_user, run_as_group):
+    """(uid, gid, home): the pod's runAsUser/runAsGroup over the image's USER."""
+    uid, gid, home = 0, None, None
+    user = (image.config.get("User") or "").strip()
+    if user:
+        name, _, group = user.partition(":")
+        if name.isdigit():
+            uid = int(name)
+        else:
+            found = _passwd(image.rootfs, name)
+            if found is None:
+                raise CreateError('unable to find user %s: no matching entries in passwd file' % name)
+            uid, gid = found[0], found[1]
+        if group:
+            gid = int(group) if group.isdigit() else _group(image.rootfs, group)
+            if gid is None:
+                raise CreateError("unable to find group %s: no matching entries in group file" % group)
+    if run_as_user is not None:
+        uid, gid = int(run_as_user), None
+    if run_as_group is not None:
+        gid = int(run_as_group)
+    found = _passwd(image.rootfs, uid)
+    if gid is None:
+        gid = found[1] if found else 0
+    home = found[2] if found else "/"
+    return uid, gid, home
+
+
+def capabilities(security_context, privileged=False):
+    if privileged:
+        return ["CAP_" + c for c in ALL_CAPS]
+    caps = list(DEFAULT_CAPS)
+    spec = (security_context or {}).get("capabilities") or {}
+    drop = [c.upper().removeprefix("CAP_") for c in spec.get("drop") or []]
+    add = [c.upper().removeprefix("CAP_") for c in spec.get("add") or []]
+    if "ALL" in drop:
+        caps = []
+    caps = [c for c in caps if c not in drop]
+    for c in (ALL_CAPS if "ALL" in add else add):
+        if c not in caps:
+            caps.append(c)
+    return ["CAP_" + c for c in caps]
+
+
+class ContainerSpec:
+    """What the kubelet decided for one container: command, args and env already expanded."""
+
+    def __init__(self, command=None, args=None, env=None, working_dir=None, run_as_user=None,
+                 run_as_group=None, groups=None, security_context=None, mounts=None,
+                 hostname="", netns_path=None, etc_files=None):
+        self.command = command or []
+        self.args = args or []
+        self.env = env or {}                       # ordered: the pod's variables
+        self.working_dir = working_dir
+        self.run_as_user = run_as_user
+        self.run_as_group = run_as_group
+        self.groups = groups or []
+        self.security_context = security_context or {}
+        self.mounts = mounts or []                 # [{"source", "target", "readOnly"}]
+        self.hostname = hostname
+        self.netns_path = netns_path
+        self.etc_files = etc_files or {}           # {"/etc/hosts": host path, ...}
+
+
+def oci_config(image, spec, rootfs):
+    """The runc config.json for a container of image with spec, its root at rootfs."""
+    sc = spec.security_context
+    argv = argv_for(image.config, spec.command, spec.args)
+    if not argv:
+        raise CreateError("no command specified: the image has no ENTRYPOINT or CMD and the "
+                          "container no command")
+    uid, gid, home = resolve_user(image, spec.run_as_user, spec.run_as_group)
+    env = {}
+    for item in image.config.get("Env") or []:
+        k, _, v = item.partition("=")
+        env[k] = v
+    env.setdefault("PATH", DEFAULT_PATH)
+    env["HOSTNAME"] = spec.hostname
+    env.update(spec.env)
+    env.setdefault("HOME", home)
+    caps = capabilities(sc, bool(sc.get("privileged")))
+    nofile = resource.getrlimit(resource.RLIMIT_NOFILE)
+    mounts = [
+        {"destination": "/proc", "type": "proc", "source": "proc"},
+        {"destination": "/dev", "type": "tmpfs", "source": "tmpfs",
+         "options": ["nosuid", "strictatime", "mode=755", "size=65536k"]},
+        {"destination": "/dev/pts", "type": "devpts", "source": "devpts",
+         "options": ["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"]},
+        {"destination": "/dev/shm", "type": "tmpfs", "source": "shm",
+         "options": ["nosuid", "noexec", "nodev", "mode=1777", "size=65536k"]},
+        {"destination": "/dev/mqueue", "type": "mqueue", "source": "mqueue",
+         "options": ["nosuid", "noexec", "nodev"]},
+        {"destination": "/sys", "type": "sysfs", "source": "sysfs",
+         "options": ["nosuid", "noexec", "nodev", "ro"]},
+    ]
+    for target, source in sorted(spec.etc_files.items()):
+        mounts.append({"destination": target, "type": "bind", "source": source,
+                       "options": ["rbind", "rprivate", "ro" if target != "/etc/hosts" else "rw"]})
+    for m in spec.mounts:
+        opts = ["rbind", "rprivate"] + (["ro"] if m.get("readOnly") else [])
+        mounts.append({"destination": m["target"], "type": "bind", "source": m["source"],
+                       "options": opts})
+    namespaces = [{"type": "pid"}, {"type": "ipc"}, {"type": "uts"}, {"type": "mount"}]
+    if spec.netns_path:
+        namespaces.append({"type": "network", "path": spec.netns_path})
+    else:
+        namespaces.append({"type": "network"})
+    return {
+        "ociVersion": "1.0.2",
+        "process": {
+            "terminal": False,
+            "user": {"uid": uid, "gid": gid, "additionalGids": sorted(set(spec.groups))},
+            "args": argv,
+            "env": ["%s=%s" % kv for kv in env.items()],
+            "cwd": spec.working_dir or image.config.get("WorkingDir") or "/",
+            "capabilities": {"bounding": caps, "effective": caps, "permitted": caps,
+                             "inheritable": []},
+            "rlimits": [{"type": "RLIMIT_NOFILE", "hard": nofile[1], "soft": nofile[1]}],
+            "noNewPrivileges": sc.get("allowPrivilegeEscalation") is False,
+        },
+        "root": {"path": rootfs, "readonly": bool(sc.get("readOnlyRootFilesystem"))},
+        "hostname": spec.hostname,
+        "mounts": mounts,
+        "linux": {
+            "namespaces": namespaces,
+            "maskedPaths": ["/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
+                            "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug",
+                            "/proc/scsi", "/sys/firmware"],
+            "readonlyPaths": ["/proc/asound", "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys",
+                              "/proc/sysrq-trigger"],
+        },
+    }
+
+
+# ---- runc --------------------------------------------------------------------------------------
+
+class Container:
+    """One container: its overlay root, bundle and runc state."""
+
+    def __init__(self, runtime, cid, work_dir):
+        self.runtime = runtime
+        self.id = cid
+        self.dir = work_dir
+        self.rootfs = os.path.join(work_dir, "rootfs")
+        self.proc = None
+
+    def _runc(self, *args):
+        return [self.runtime.runc, "--root", self.runtime.root] + list(args)
+
+    def start(self, log_file):
+        """Starts `runc run` with the container's output appended to log_file; returns the
+        Popen (its exit status is the container's)."""
+        with open(log_file, "ab") as logf:
+            self.proc = subprocess.Popen(self._runc("run", "--bundle", self.dir, self.id),
+                                         stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
+                                         start_new_session=True)
+        return self.proc
+
+    def pid(self):
+        """The host pid of the container's process, or None."""
+        try:
+            out = subprocess.run(self._runc("state", self.id), capture_output=True, text=True,
+                                 timeout=10)
+            state = json.loads(out.stdout) if out.returncode == 0 else {}
+        except (OSError, ValueError, subprocess.TimeoutExpired):
+            return None
+        return state.get("pid") if state.get("status") == "running" else None
+
+    def signal(self, sig):
+        """Signals the container's process (SIGKILL: every process of the container)."""
+        name = signal.Signals(sig).name.removeprefix("SIG")
+        cmd = self._runc("kill") + (["--all"] if sig == signal.SIGKILL else []) + [self.id, name]
+        subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=10)
+
+    def exec(self, argv, timeout):
+        """Runs argv in the running container (an exec probe); returns its exit status, or
+        None when it ran out of time."""
+        try:
+            return subprocess.run(self._runc("exec", self.id) + list(argv), stdin=subprocess.DEVNULL,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                  timeout=timeout).returncode
+        except subprocess.TimeoutExpired:
+            return None
+
+    def remove(self):
+        """Deletes the runc container, unmounts its root and removes its folder."""
+        subprocess.run(self._runc("delete", "--force", self.id), stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, timeout=30)
+        _unmount(self.rootfs)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _unmount(path):
+    if os.path.ismount(path):
+        subprocess.run(["umount", "-l", path], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+class Runtime:
+    def __init__(self, root, runc="runc"):
+        self.root = os.path.abspath(root)
+        self.runc = runc
+        os.makedirs(self.root, exist_ok=True)
+
+    def create(self, cid, image, spec, work_dir):
+        """A container ready to start: overlay root on the image, bundle with config.json."""
+        c = Container(self, cid, os.path.abspath(work_dir))
+        c.remove()
+        for sub in ("upper", "work", "rootfs"):
+            os.makedirs(os.path.join(c.dir, sub))
+        try:
+            subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
+                            "lowerdir=%s,upperdir=%s/upper,workdir=%s/work" % (image.rootfs, c.dir, c.dir),
+                            c.rootfs], check=True, capture_output=True, text=True)
+        except subprocess.CalledProcessError as e:
+            shutil.rmtree(c.dir, ignore_errors=True)
+            raise CreateError("overlay mount of the image's root failed: %s" % e.stderr.strip())
+        try:
+            config = oci_config(image, spec, c.rootfs)
+            # Mount points the image lacks are made in the container's own upper layer.
+            for m in config["mounts"]:
+                if m["type"] != "bind":
+                    continue
+                target = os.path.join(c.rootfs, m["destination"].lstrip("/"))
+                if os.path.lexists(target):
+                    continue
+                if os.path.isdir(m["source"]):
+                    os.makedirs(target, exist_ok=True)
+                else:
+                    os.makedirs(os.path.dirname(target), exist_ok=True)
+                    open(target, "a").close()
+            with open(os.path.join(c.dir, "config.json"), "w") as f:
+                json.dump(config, f, indent=1)
+        except (CreateError, OSError):
+            c.remove()
+            raise
+        return c
+
+    def list(self):
+        """The ids of the containers runc knows under this root."""
+        try:
+            out = subprocess.run([self.runc, "--root", self.root, "list", "-q"], capture_output=True,
+                                 text=True, timeout=10).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            return []
+        return out.split()
+
+
+def sweep(runc_root, containers_dir):
+    """Removes every container runc has under runc_root, and the overlay roots and folders
+    under containers_dir: what a kubelet that died without cleaning up left. Returns the ids."""
+    removed = []
+    if os.path.isdir(runc_root) and shutil.which("runc"):
+        rt = Runtime(runc_root)
+        for cid in rt.list():
+            subprocess.run(["runc", "--root", rt.root, "kill", "--all", cid, "KILL"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=10)
+            subprocess.run(["runc", "--root", rt.root, "delete", "--force", cid],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30)
+            removed.append(cid)
+    if os.path.isdir(containers_dir):
+        for name in os.listdir(containers_dir):
+            _unmount(os.path.join(containers_dir, name, "rootfs"))
+        shutil.rmtree(containers_dir, ignore_errors=True)
+    return removed
+
+
+def available():
+    """None when containers can run here, else why not."""
+    if os.geteuid() != 0:
+        return "running containers needs root"
+    missing = [t for t in ("runc", "skopeo", "umoci") if shutil.which(t) is None]
+    if missing:
+        return "%s not installed" % ", ".join(missing)
+    return None
+
+

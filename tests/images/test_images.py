@@ -1,0 +1,357 @@
+"""The images `make images` builds, checked as built, and run the way a cluster runs them: the
+simulated kubelet pulling from the local OCI archives and running each container with runc.
+
+    python3 -m unittest discover -s tests/images -p 'test_images.py' -v
+
+Builds the images first when their inputs changed (scripts/images.py; a few minutes on a fresh
+machine, seconds otherwise). Root only; without podman, mmdebstrap, skopeo, umoci or runc every
+test is skipped with the reason.
+"""
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+import uuid
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tests", "cluster"))
+
+import kubelet as kubelet_mod  # noqa: E402
+import netns  # noqa: E402
+import runtime  # noqa: E402
+from kube import Kube  # noqa: E402
+
+IMAGES = os.path.join(ROOT, "build", "images")
+INDEX = os.path.join(IMAGES, "index.json")
+WAIT = 30.0
+WORKER = "mpijob-worker:latest"
+_built = {}
+
+
+def build_images():
+    """Runs scripts/images.py once per process; returns (exit status, output)."""
+    if "result" not in _built:
+        check = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "images.py"), "--check"],
+                               capture_output=True, text=True)
+        if check.returncode == 77:
+            _built["result"] = (77, check.stdout.strip())
+        else:
+            t0 = time.monotonic()
+            proc = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "images.py")],
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            _built["result"] = (proc.returncode, proc.stdout)
+            print("\nscripts/images.py (%.0f s):\n%s" % (time.monotonic() - t0, proc.stdout),
+                  file=sys.stderr)
+    return _built["result"]
+
+
+def need_images(test):
+    code, out = build_images()
+    if code == 77:
+        test.skipTest(out)
+    if code != 0:
+        test.fail("scripts/images.py failed:\n" + out)
+
+
+def index():
+    with open(INDEX) as f:
+        return json.load(f)
+
+
+def inspect_config(name):
+    out = subprocess.run(["skopeo", "inspect", "--config", "oci-archive:" + os.path.join(IMAGES, name + ".tar")],
+                         capture_output=True, text=True, check=True).stdout
+    return json.loads(out)
+
+
+def chart_app_version():
+    with open(os.path.join(ROOT, "charts", "mpijob-operator", "Chart.yaml")) as f:
+        return re.search(r'^appVersion:\s*"?([^"\s]+)"?', f.read(), re.M).group(1)
+
+
+class Images(unittest.TestCase):
+    """The archives and what they say about themselves."""
+
+    def setUp(self):
+        need_images(self)
+
+    def test_three_images_with_digests(self):
+        code, out = build_images()
+        refs = {e["name"]: e for e in index().values()}
+        for name in ("operator", "worker", "worker-mpich"):
+            self.assertIn(name, refs)
+            self.assertRegex(refs[name]["digest"], r"^sha256:[0-9a-f]{64}$")
+            self.assertIn(refs[name]["digest"], out, "make images prints the digest of " + name)
+            self.assertGreater(os.path.getsize(os.path.join(ROOT, refs[name]["archive"])), 10 << 20)
+
+    def test_operator_runs_as_non_root_with_the_entrypoint_the_chart_expects(self):
+        cfg = inspect_config("operator")["config"]
+        user = cfg.get("User", "")
+        uid = user.split(":")[0]
+        self.assertTrue(uid.isdigit() and int(uid) != 0, "numeric non-root user, got %r" % user)
+        self.assertEqual(cfg.get("Entrypoint"), ["/usr/local/bin/mpijob-operator"])
+        # The chart gives args only: the image's entrypoint is what runs them.
+        with open(os.path.join(ROOT, "charts", "mpijob-operator", "templates", "deployment.yaml")) as f:
+            deployment = f.read()
+        self.assertNotRegex(deployment, r"\n\s+command:", "the chart relies on the image's entrypoint")
+        self.assertRegex(deployment, r"runAsUser: \{\{ \$uid \}\}")
+        with open(os.path.join(ROOT, "charts", "mpijob-operator", "values.yaml")) as f:
+            values = f.read()
+        m = re.search(r"^\s*runAsUser:\s*(\d+)", values, re.M) or re.search(r"uid:\s*(\d+)", values)
+        if m:
+            self.assertEqual(m.group(1), uid, "the chart's user is the image's")
+
+    def test_oci_labels(self):
+        for name in ("operator", "worker", "worker-mpich"):
+            labels = inspect_config(name)["config"].get("Labels") or {}
+            self.assertEqual(labels.get("org.opencontainers.image.source"),
+                             "https://github.com/mpijob-operator/mpijob-operator", name)
+            self.assertEqual(labels.get("org.opencontainers.image.version"), chart_app_version(), name)
+            self.assertEqual(labels.get("org.opencontainers.image.licenses"), "Apache-2.0", name)
+            self.assertTrue(os.path.exists(os.path.join(ROOT, "LICENSE")))
+            self.assertRegex(labels.get("org.opencontainers.image.revision", ""), r"^([0-9a-f]{40}(-dirty)?|unknown)$")
+
+    def test_same_sources_same_digest(self):
+        """Every layer built again (podman build --no-cache) comes out byte for byte the same."""
+        before = index()[runtime.normalize("ghcr.io/mpijob-operator/mpijob-operator:" + chart_app_version())]
+        proc = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "images.py"), "--only", "operator",
+                               "--no-cache"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.assertEqual(proc.returncode, 0, proc.stdout)
+        after = index()[runtime.normalize("ghcr.io/mpijob-operator/mpijob-operator:" + chart_app_version())]
+        self.assertEqual(after["digest"], before["digest"], proc.stdout)
+
+    def test_no_host_keys_in_the_worker_image(self):
+        store = runtime.ImageStore(INDEX, os.path.join(tempfile.gettempdir(), "mpijob-image-check"))
+        try:
+            image = store.pull(WORKER)
+            keys = [f for f in os.listdir(os.path.join(image.rootfs, "etc", "ssh")) if f.startswith("ssh_host_")]
+            self.assertEqual(keys, [], "host keys baked into the image are shared by every container")
+            self.assertTrue(os.path.islink(os.path.join(image.rootfs, "usr", "sbin", "sshd")))
+            self.assertTrue(os.path.exists(os.path.join(image.rootfs, "usr", "sbin", "sshd.real")))
+        finally:
+            shutil.rmtree(store.cache_dir, ignore_errors=True)
+
+
+def _pod(name, image=WORKER, command=None, args=None, **spec):
+    c = {"name": "main", "image": image}
+    if command is not None:
+        c["command"] = command
+    if args is not None:
+        c["args"] = args
+    c.update(spec.pop("container_extra", {}) or {})
+    body = {"nodeName": "sim-node", "restartPolicy": "Never", "containers": [c],
+            "terminationGracePeriodSeconds": 3}
+    body.update(spec)
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": body}
+
+
+@unittest.skipUnless(os.geteuid() == 0, "needs root: network namespaces, mounts and runc")
+class Containers(unittest.TestCase):
+    """Pods from the images, run by the kubelet with runc."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = None
+        code, out = build_images()
+        if code == 77:
+            raise unittest.SkipTest(out)
+        if code != 0:
+            raise AssertionError("scripts/images.py failed:\n" + out)
+        cls.tmp = tempfile.mkdtemp(prefix="images-test-")
+        api = os.path.join(cls.tmp, "api")
+        subprocess.run([sys.executable, os.path.join(ROOT, "tests", "apiserver", "launch.py"),
+                        "--state-dir", api, "--background"], check=True, stdout=subprocess.DEVNULL)
+        with open(os.path.join(api, "pid")) as f:
+            cls.api_pids = [int(x) for x in f.read().split()]
+        cls.kube = Kube.from_kubeconfig(os.path.join(api, "kubeconfig"))
+        cls.state = os.path.join(cls.tmp, "kubelet")
+        cls.kubelet = kubelet_mod.Kubelet(cls.kube, "cluster.local", cls.state,
+                                          prefix="i" + uuid.uuid4().hex[:5], pod_cidr=netns.free_cidr(),
+                                          images=INDEX)
+        cls.stop = threading.Event()
+        cls.kubelet.start()
+        cls.thread = threading.Thread(target=cls.kubelet.run, args=(cls.stop,), daemon=True)
+        cls.thread.start()
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.tmp is None:
+            return
+        cls.stop.set()
+        cls.thread.join(timeout=30)
+        cls.kubelet.cleanup()
+        for pid in cls.api_pids:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    # ------------------------------------------------------------------ helpers
+    def ns(self):
+        name = "i-" + self._testMethodName.replace("_", "-")[5:][:40].strip("-")
+        self.kube.ensure_namespace(name)
+        return name
+
+    def create(self, ns, obj, resource="pods"):
+        return self.kube.create("/api/v1/namespaces/%s/%s" % (ns, resource), obj)
+
+    def wait_pod(self, ns, name, pred, what, timeout=WAIT):
+        end = time.monotonic() + timeout
+        p = None
+        while time.monotonic() < end:
+            p = self.kube.get("/api/v1/namespaces/%s/pods/%s" % (ns, name))
+            if p is not None and pred(p):
+                return p
+            time.sleep(0.1)
+        self.fail("pod %s/%s never %s; last: %s\nlog: %s" % (ns, name, what,
+                                                          json.dumps((p or {}).get("status"))[:3000],
+                                                          self.logs(ns, name)))
+
+    def wait_phase(self, ns, name, phase, timeout=WAIT):
+        return self.wait_pod(ns, name, lambda p: (p.get("status") or {}).get("phase") == phase,
+                             "reached " + phase, timeout)
+
+    def logs(self, ns, name):
+        try:
+            with open(self.kubelet.log_path(ns, name, "main")) as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def run_pod(self, name, phase="Succeeded", **kw):
+        ns = self.ns()
+        self.create(ns, _pod(name, **kw))
+        p = self.wait_phase(ns, name, phase)
+        return p, self.logs(ns, name)
+
+    # ------------------------------------------------------------------ tests
+    def test_worker_image_has_mpi_the_worker_and_the_rdma_providers(self):
+        p, out = self.run_pod("tools", command=["sh", "-c",
+                              "mpirun --version | head -1; mpijob-worker --help >/dev/null && echo worker-ok; "
+                              "ls /usr/lib/x86_64-linux-gnu/libibverbs/; cat /etc/os-release | grep ^ID="])
+        self.assertIn("Open MPI", out)
+        self.assertIn("worker-ok", out)
+        self.assertIn("libmlx5", out)
+        self.assertIn("libvmw_pvrdma", out)
+        self.assertIn("ID=debian", out)
+        cs = p["status"]["containerStatuses"][0]
+        self.assertEqual(cs["image"], "docker.io/library/mpijob-worker:latest")
+        self.assertEqual(cs["imageID"], "docker.io/library/mpijob-worker@" + index()[cs["image"]]["digest"])
+        self.assertTrue(cs["containerID"].startswith("runc://"))
+
+    def test_mpich_flavour(self):
+        _, out = self.run_pod("mpich", image="mpijob-worker:mpich",
+                              command=["sh", "-c", "mpiexec --version | head -3; mpijob-worker --help >/dev/null && echo ok"])
+        self.assertIn("HYDRA", out)
+        self.assertIn("ok", out)
+
+    def test_command_and_args_over_entrypoint_and_cmd(self):
+        # args only: the image's ENTRYPOINT runs them (the worker's entrypoint execs its arguments)
+        _, out = self.run_pod("args", args=["sh", "-c", "echo args:$0", "x"])
+        self.assertEqual(out, "args:x\n")
+        # command replaces the ENTRYPOINT
+        _, out = self.run_pod("cmd", command=["echo", "command"], args=["and", "args"])
+        self.assertEqual(out, "command and args\n")
+        # neither: the ENTRYPOINT with no arguments, which starts sshd on port 2222
+        ns = self.ns()
+        self.create(ns, _pod("sshd", container_extra={"readinessProbe": {"tcpSocket": {"port": 2222},
+                                                                          "periodSeconds": 1}}))
+        self.wait_pod(ns, "sshd", lambda p: any(c["type"] == "Ready" and c["status"] == "True"
+                                                for c in p["status"].get("conditions") or []), "ready")
+
+    def test_env_working_dir_volumes_and_hosts(self):
+        ns = self.ns()
+        self.create(ns, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg"},
+                         "data": {"hostfile": "w-0 slots=1\n"}}, "configmaps")
+        self.create(ns, _pod("env", command=["sh", "-c",
+                                             "echo $GREETING $HOME; pwd; cat /etc/mpi/hostfile; hostname; "
+                                             "grep -c env /etc/hosts; touch /etc/mpi/x 2>/dev/null || echo ro"],
+                             hostname="env", subdomain="grp",
+                             volumes=[{"name": "cfg", "configMap": {"name": "cfg"}}],
+                             container_extra={"env": [{"name": "GREETING", "value": "hello"}],
+                                              "workingDir": "/usr/share",
+                                              "volumeMounts": [{"name": "cfg", "mountPath": "/etc/mpi"}]}))
+        self.wait_phase(ns, "env", "Succeeded")
+        self.assertEqual(self.logs(ns, "env").split("\n"),
+                         ["hello /root", "/usr/share", "w-0 slots=1", "env", "1", "ro", ""])
+
+    def test_run_as_user_group_and_capabilities(self):
+        _, out = self.run_pod("user", command=["sh", "-c", "id -u; id -g; echo $HOME; grep CapEff /proc/self/status"],
+                              securityContext={"runAsUser": 2000, "runAsGroup": 2000})
+        lines = out.split()
+        self.assertEqual(lines[:3], ["2000", "2000", "/home/mpiuser"])
+        self.assertEqual(lines[4], "0000000000000000", "a user's process has no effective capabilities")
+        ipc_lock = 1 << 14
+        _, out = self.run_pod("caps", command=["sh", "-c", "grep CapEff /proc/self/status"])
+        self.assertFalse(int(out.split()[1], 16) & ipc_lock, "IPC_LOCK is not a default capability")
+        _, out = self.run_pod("ipclock", command=["sh", "-c", "grep CapEff /proc/self/status"],
+                              container_extra={"securityContext": {"capabilities": {"add": ["IPC_LOCK"]}}})
+        self.assertTrue(int(out.split()[1], 16) & ipc_lock, "capabilities.add IPC_LOCK")
+        _, out = self.run_pod("nocaps", command=["sh", "-c", "grep CapEff /proc/self/status"],
+                              container_extra={"securityContext": {"capabilities": {"drop": ["ALL"]}}})
+        self.assertEqual(int(out.split()[1], 16), 0)
+
+    def test_exit_codes_and_restarts(self):
+        p, _ = self.run_pod("fails", phase="Failed", command=["sh", "-c", "exit 3"])
+        self.assertEqual(p["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"], 3)
+        # A restart gets a fresh writable layer, as a new container does; an emptyDir stays.
+        p, out = self.run_pod("retry", restartPolicy="OnFailure",
+                              command=["sh", "-c", "ls /scratch-* 2>/dev/null; touch /scratch-$$; "
+                                       "[ -e /data/m ] && exit 0; touch /data/m; exit 4"],
+                              volumes=[{"name": "d", "emptyDir": {}}],
+                              container_extra={"volumeMounts": [{"name": "d", "mountPath": "/data"}]})
+        cs = p["status"]["containerStatuses"][0]
+        self.assertEqual(cs["restartCount"], 1)
+        self.assertEqual(cs["lastState"]["terminated"]["exitCode"], 4)
+        self.assertEqual(out, "", "the first run's files are gone after the restart")
+
+    def test_missing_image_is_a_pull_error(self):
+        ns = self.ns()
+        self.create(ns, _pod("nope", image="mpijob-worker:does-not-exist", command=["true"]))
+        p = self.wait_pod(ns, "nope", lambda p: (((p["status"].get("containerStatuses") or [{}])[0].get("state") or {})
+                                                 .get("waiting") or {}).get("reason") in ("ErrImagePull", "ImagePullBackOff"),
+                          "failed to pull")
+        waiting = p["status"]["containerStatuses"][0]["state"]["waiting"]
+        self.assertEqual(p["status"]["phase"], "Pending")
+        if waiting["reason"] == "ErrImagePull":
+            self.assertIn("docker.io/library/mpijob-worker:does-not-exist", waiting["message"])
+            self.assertIn("not found", waiting["message"])
+        p = self.wait_pod(ns, "nope", lambda p: p["status"]["containerStatuses"][0]["state"]["waiting"]["reason"]
+                          == "ImagePullBackOff", "backed off")
+        self.assertIn("Back-off pulling image", p["status"]["containerStatuses"][0]["state"]["waiting"]["message"])
+        self.kube.delete("/api/v1/namespaces/%s/pods/nope" % ns)
+
+    def test_kill_and_cleanup_leave_no_container(self):
+        ns = self.ns()
+        self.create(ns, _pod("victim", command=["sleep", "600"]))
+        self.wait_phase(ns, "victim", "Running")
+        ans = kubelet_mod.request(self.state, "kill", ns, "victim")
+        self.assertTrue(ans["ok"], ans)
+        p = self.wait_phase(ns, "victim", "Failed")
+        self.assertEqual(p["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"], 137)
+        self.create(ns, _pod("graceful", command=["sleep", "600"]))
+        self.wait_phase(ns, "graceful", "Running")
+        self.kube.delete("/api/v1/namespaces/%s/pods/graceful" % ns)
+        end = time.monotonic() + WAIT
+        while time.monotonic() < end and self.kube.get("/api/v1/namespaces/%s/pods/graceful" % ns):
+            time.sleep(0.1)
+        running = [c for c in runtime.Runtime(self.kubelet.runc_root).list()
+                   if "-main-" in c and ("graceful" in c or "victim" in c)]
+        self.assertEqual(running, [], "runc still has %s" % running)
+        leftovers = [d for d in os.listdir(self.kubelet.containers_dir)
+                     if "graceful" in d or "victim" in d] if os.path.isdir(self.kubelet.containers_dir) else []
+        self.assertEqual(leftovers, [])
+
+
+if __name__ == "__main__":
+    unittest.main()
