@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # make demo: an MPIJob from kubectl apply to Succeeded, on this machine.
 #
-# Starts the API-server double (tests/apiserver), the local cluster simulation (tests/cluster:
-# kubelet, scheduler, Job controller, garbage collector; pods are processes in their own network
-# namespaces) and mpijob-operator, applies manifests/examples/mpijob-tcp.yaml with kubectl, follows
+# Builds the images (scripts/images.py), starts the API-server double (tests/apiserver), the local
+# cluster simulation (tests/cluster: kubelet, scheduler, Job controller, garbage collector; the
+# pods' containers run from the images with runc, each pod in its own network namespace) and
+# mpijob-operator, applies manifests/examples/mpijob-tcp.yaml with kubectl, follows
 # the job, prints the training summary, and removes everything it made.
 #
 # With KUBEBUILDER_ASSETS naming a directory with etcd, kube-apiserver, kube-controller-manager
@@ -29,6 +30,9 @@ command -v kubectl >/dev/null || fail "kubectl is not installed (https://kuberne
 say "Installing what is missing and building"
 scripts/install-deps.sh || fail "could not install the Debian packages (see above)"
 make --no-print-directory -s all || fail "the build failed"
+
+say "Building the images (make images: podman with runc, on a Debian 12 base made by mmdebstrap)"
+scripts/images.py || fail "the images could not be built (see above)"
 
 work=$(mktemp -d /tmp/mpijob-demo.XXXXXX)
 cluster_pid="" operator_pid=""
@@ -83,14 +87,12 @@ else
 fi
 python3 tests/cluster/cluster.py --kubeconfig "$KUBECONFIG" --state-dir "$work/cluster" \
     --roles "$roles" --node-resource cpu=64 --node-resource memory=256Gi --node-resource nvidia.com/gpu=4 \
-    --image-bin "$PWD/build/bin/mpijob-worker" \
-    --image-file "$PWD/worker-image/sshd_config=/etc/ssh/sshd_config" \
-    --image-file "$PWD/worker-image/ssh_config=/etc/ssh/ssh_config.d/mpijob.conf" \
+    --images "$PWD/build/images/index.json" \
     --job-pod-backoff 1 \
     --log-file "$work/cluster.log" &
 cluster_pid=$!
-echo "pods run as processes in their own network namespaces, with the worker image's"
-echo "mpijob-worker and ssh settings (worker-image/) in place of the image; log: $work/cluster.log"
+echo "containers run from the images in build/images with runc, each pod in its own network"
+echo "namespace; log: $work/cluster.log"
 
 say "Starting mpijob-operator"
 build/bin/mpijob-operator --kubeconfig "$work/api/operator.kubeconfig" --lease-namespace mpijob-system \

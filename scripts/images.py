@@ -30,6 +30,7 @@ archive; scripts/install-deps.sh installs the packages.
 """
 
 import argparse
+import fcntl
 import hashlib
 import json
 import os
@@ -299,6 +300,10 @@ def main():
         print("images: " + reason, file=sys.stderr)
         return 1
     epoch = int(os.environ.get("SOURCE_DATE_EPOCH", "0"))
+    os.makedirs(OUT, exist_ok=True)
+    # One build at a time: a second caller waits, then finds the images made.
+    lockf = open(os.path.join(OUT, ".lock"), "w")
+    fcntl.flock(lockf, fcntl.LOCK_EX)
     try:
         version = chart_version()
         rev = revision()

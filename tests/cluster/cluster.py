@@ -206,6 +206,10 @@ def parse_args(argv):
     ap.add_argument("--image-file", action="append", default=[], metavar="FILE=PATH",
                     help="a file the pods' image holds at PATH (repeatable), e.g. "
                          "worker-image/sshd_config=/etc/ssh/sshd_config")
+    ap.add_argument("--images", metavar="INDEX",
+                    help="run containers from images, with runc: INDEX is the index.json of the OCI "
+                         "archives `make images` writes (build/images/index.json); not with "
+                         "--image-bin or --image-file")
     ap.add_argument("--node-resource", action="append", default=[], metavar="NAME=QUANTITY",
                     help="what the kubelet's Node offers (repeatable), over this machine's own figures: "
                          "cpu=64, memory=256Gi, pods=250, or an extended resource such as nvidia.com/gpu=4, "
@@ -236,6 +240,10 @@ def parse_args(argv):
         ap.print_usage(sys.stderr)
         sys.stderr.write("cluster.py: error: --cluster-domain: %r is not a DNS domain\n" % args.cluster_domain)
         sys.exit(2)
+    if args.images and (args.image_bin or args.image_file):
+        ap.error("--images runs containers from images: --image-bin and --image-file do not apply")
+    if args.images and not os.path.isfile(args.images):
+        ap.error("--images %s: no such file (make images writes build/images/index.json)" % args.images)
     args.image_files = []
     for spec in args.image_file:
         src, sep, dest = spec.partition("=")
@@ -304,7 +312,8 @@ def main(argv=None):
         if "kubelet" in args.roles:
             from kubelet import Kubelet
             kubelet = Kubelet(kube, args.cluster_domain, state_dir, image_bin=args.image_bin,
-                              image_files=image_files, node_resources=args.node_resources)
+                              image_files=image_files, node_resources=args.node_resources,
+                              images=args.images)
             runners.append(("kubelet", kubelet.run))
         if "scheduler" in args.roles:
             runners.append(("scheduler", Scheduler(kube).run))

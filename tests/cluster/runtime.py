@@ -238,9 +238,33 @@ def resolve_user(image, run_as_user, run_as_group):
     return uid, gid, home
 
 
+# Capability numbers (linux/capability.h), to read a bounding set.
+CAP_NUMBERS = {
+    "CHOWN": 0, "DAC_OVERRIDE": 1, "DAC_READ_SEARCH": 2, "FOWNER": 3, "FSETID": 4, "KILL": 5,
+    "SETGID": 6, "SETUID": 7, "SETPCAP": 8, "LINUX_IMMUTABLE": 9, "NET_BIND_SERVICE": 10,
+    "NET_BROADCAST": 11, "NET_ADMIN": 12, "NET_RAW": 13, "IPC_LOCK": 14, "IPC_OWNER": 15,
+    "SYS_MODULE": 16, "SYS_RAWIO": 17, "SYS_CHROOT": 18, "SYS_PTRACE": 19, "SYS_PACCT": 20,
+    "SYS_ADMIN": 21, "SYS_BOOT": 22, "SYS_NICE": 23, "SYS_RESOURCE": 24, "SYS_TIME": 25,
+    "SYS_TTY_CONFIG": 26, "MKNOD": 27, "LEASE": 28, "AUDIT_WRITE": 29, "AUDIT_CONTROL": 30,
+    "SETFCAP": 31, "MAC_OVERRIDE": 32, "MAC_ADMIN": 33, "SYSLOG": 34, "WAKE_ALARM": 35,
+    "BLOCK_SUSPEND": 36, "AUDIT_READ": 37, "PERFMON": 38, "BPF": 39, "CHECKPOINT_RESTORE": 40}
+
+
+def host_capabilities():
+    """The capabilities this process may hand on (its bounding set), as containerd gives a
+    privileged container the host's: a capability the kernel or the caller lacks cannot be set."""
+    try:
+        with open("/proc/self/status") as f:
+            bits = int(next(line.split()[1] for line in f if line.startswith("CapBnd:")), 16)
+    except (OSError, StopIteration, ValueError):
+        return list(ALL_CAPS)
+    return [c for c in ALL_CAPS if bits >> CAP_NUMBERS[c] & 1]
+
+
 def capabilities(security_context, privileged=False):
+    host = host_capabilities()
     if privileged:
-        return ["CAP_" + c for c in ALL_CAPS]
+        return ["CAP_" + c for c in host]
     caps = list(DEFAULT_CAPS)
     spec = (security_context or {}).get("capabilities") or {}
     drop = [c.upper().removeprefix("CAP_") for c in spec.get("drop") or []]
@@ -251,7 +275,7 @@ def capabilities(security_context, privileged=False):
     for c in (ALL_CAPS if "ALL" in add else add):
         if c not in caps:
             caps.append(c)
-    return ["CAP_" + c for c in caps]
+    return ["CAP_" + c for c in caps if c in host]
 
 
 class ContainerSpec:

@@ -1,6 +1,8 @@
 """A whole local cluster for end-to-end runs: an API server holding the operator's token to
-deploy/mpijob-operator.yaml's RBAC, the cluster simulation (tests/cluster) with the worker image's
-files in place, and mpijob-operator. Used by test_e2e.py and soak.py.
+deploy/mpijob-operator.yaml's RBAC, the cluster simulation (tests/cluster) running the pods'
+containers from the images `make images` builds (runc, images pulled from build/images), and
+mpijob-operator. Used by test_e2e.py and soak.py. The images are built first when their sources
+changed (scripts/images.py).
 
 Which API server and control plane:
   - KUBEBUILDER_ASSETS naming etcd, kube-apiserver, kube-controller-manager and kube-scheduler:
@@ -57,8 +59,27 @@ def _running(pid):
         return False
 
 
+IMAGES_INDEX = os.path.join(ROOT, "build", "images", "index.json")
+_images = {}
+
+
+def build_images():
+    """Runs scripts/images.py once per process (it builds only what changed); None when the
+    images are there, else why not."""
+    if "why" not in _images:
+        script = os.path.join(ROOT, "scripts", "images.py")
+        check = subprocess.run([sys.executable, script, "--check"], capture_output=True, text=True)
+        if check.returncode != 0:
+            _images["why"] = check.stdout.strip() or check.stderr.strip()
+        else:
+            proc = subprocess.run([sys.executable, script], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  text=True)
+            _images["why"] = None if proc.returncode == 0 else "scripts/images.py failed:\n" + proc.stdout
+    return _images["why"]
+
+
 def missing():
-    """Why a local cluster cannot run here, or None."""
+    """Why a local cluster cannot run here, or None (the images are built when they can be)."""
     if os.geteuid() != 0:
         return "needs root: the cluster simulation makes network namespaces"
     if not shutil.which("kubectl"):
@@ -66,7 +87,7 @@ def missing():
     for b in (OPERATOR, WORKER):
         if not os.access(b, os.X_OK):
             return "%s is not built (make all)" % b
-    return None
+    return build_images()
 
 
 class LocalCluster:
@@ -105,9 +126,7 @@ class LocalCluster:
                  # legacy manifest asks for a GPU)
                  "--node-resource", "cpu=64", "--node-resource", "memory=256Gi", "--node-resource", "pods=250",
                  "--node-resource", "nvidia.com/gpu=4",
-                 "--state-dir", self.cluster_state, "--image-bin", WORKER,
-                 "--image-file", os.path.join(ROOT, "worker-image", "sshd_config") + "=/etc/ssh/sshd_config",
-                 "--image-file", os.path.join(ROOT, "worker-image", "ssh_config") + "=/etc/ssh/ssh_config.d/mpijob.conf",
+                 "--state-dir", self.cluster_state, "--images", IMAGES_INDEX,
                  "--job-pod-backoff", job_pod_backoff, "--log-file", os.path.join(self.work, "cluster.log")])
             self._watch_pods()
             self.start_operator()

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """End to end on one machine: MPIJobs applied with kubectl, reconciled by mpijob-operator, their
-pods run by the cluster simulation (tests/cluster: real sshd, real Open MPI across network
-namespaces, the real mpijob-worker), ending as the job's spec says.
+pods' containers run from the worker image by the cluster simulation (tests/cluster: runc, the
+image's sshd, Open MPI and mpijob-worker across network namespaces), ending as the job's spec
+says.
 
-Needs root (network namespaces) and the release binaries (make all). Run from the repository
+Needs root (network namespaces), the release binaries (make all) and what `make images` needs
+(the images are built first when their sources changed). Run from the repository
 root: python3 tests/e2e/test_e2e.py
 
 With KUBEBUILDER_ASSETS naming etcd, kube-apiserver, kube-controller-manager and kube-scheduler,
@@ -299,7 +301,8 @@ class EndToEnd(unittest.TestCase):
     def test_legacy_v1alpha2_manifest_succeeds(self):
         """manifests/examples/mpijob-v1alpha2-legacy.yaml as people have it (v1alpha2, -x NCCL_IB_DISABLE=0
         in the launcher's mpirun, workers privileged with /dev/infiniband from the host and a GPU
-        limit), with the bundled runtime in place of its python train.py."""
+        limit), with the bundled runtime and its image in place of horovod's train.py and image
+        (no registry is reachable from the local cluster)."""
         import yaml
         with open(os.path.join(ROOT, "manifests", "examples", "mpijob-v1alpha2-legacy.yaml")) as f:
             legacy = yaml.safe_load(f)
@@ -308,6 +311,9 @@ class EndToEnd(unittest.TestCase):
         cmd = launcher["command"]
         i = cmd.index("python")
         launcher["command"] = cmd[:i] + ["mpijob-worker", "train"]
+        for role in ("Launcher", "Worker"):
+            for c in legacy["spec"]["mpiReplicaSpecs"][role]["template"]["spec"]["containers"]:
+                c["image"] = "mpijob-worker:latest"
         ns = self.namespace()
         self.apply(ns, legacy)
         name = legacy["metadata"]["name"]
