@@ -8,7 +8,7 @@ PACKAGES="gcc make pkg-config libc6-dev python3 openssl ca-certificates
 libcurl4-openssl-dev libcjson-dev libyaml-dev libssl-dev libcriterion-dev
 openssh-client python3-yaml libmicrohttpd-dev
 openmpi-bin libopenmpi-dev libibverbs-dev openssh-server iproute2 yamllint
-podman runc umoci skopeo mmdebstrap"
+podman runc umoci skopeo mmdebstrap iptables"
 
 # Extra sets for the optional targets (make fuzz needs clang with libFuzzer).
 case "${1:-}" in

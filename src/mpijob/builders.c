@@ -741,9 +741,13 @@ static int add_mpi_env(const struct mpijob *job, struct pod *p)
         {"I_MPI_PERHOST", slots},
         {NULL, NULL},
     };
+    /* HYDRA_LAUNCH_EXTRA_ARGS is the reference operator's spelling, kept for tools that read
+     * it; MPICH's Hydra reads HYDRA_LAUNCHER_EXTRA_ARGS (its -launcher-extra-args), without
+     * which ssh gives up on a worker whose sshd is a moment late. */
     const struct env_default mpich[] = {
         {"HYDRA_HOST_FILE", MPI_HOSTFILE_PATH},
         {"HYDRA_LAUNCH_EXTRA_ARGS", SSH_CONNECT_ARGS},
+        {"HYDRA_LAUNCHER_EXTRA_ARGS", SSH_CONNECT_ARGS},
         {NULL, NULL},
     };
     const struct env_default *vars = job->implementation == MPI_INTEL   ? intel

@@ -380,6 +380,32 @@ static enum pod_state count_pod(struct replica_counts *c, const cJSON *pod)
     return s;
 }
 
+/* A job that cannot start because a pod's container cannot (its image cannot be pulled, its
+ * configuration is wrong) says so until it can: Running False with the kubelet's reason and
+ * message, and a Warning event when that reason first shows. Once nothing is stuck, that
+ * condition goes; Running True replaces it in any case. */
+static void show_stuck_pod(struct run *r, bool suspended, const char *reason, const char *pod, const char *message)
+{
+    const cJSON *running = mpijob_status_condition(r->status, MPIJOB_COND_RUNNING);
+    const char *had = json_string(running, "reason");
+    bool showing = running && !mpijob_status_is_true(r->status, MPIJOB_COND_RUNNING) && had &&
+                   (strcmp(had, "ImagePullBackOff") == 0 || strcmp(had, "InvalidImageName") == 0 ||
+                    strcmp(had, "CreateContainerConfigError") == 0 || strcmp(had, "CreateContainerError") == 0);
+    bool quiet = suspended || mpijob_status_finished(r->status) ||
+                 mpijob_status_is_true(r->status, MPIJOB_COND_RUNNING) ||
+                 mpijob_status_is_true(r->status, MPIJOB_COND_RESTARTING);
+    if (!reason || quiet) {
+        if (showing && !mpijob_status_is_true(r->status, MPIJOB_COND_RUNNING))
+            mpijob_status_remove_condition(r->status, MPIJOB_COND_RUNNING);
+        return;
+    }
+    char msg[1100];
+    snprintf(msg, sizeof(msg), "MPIJob %s/%s cannot start: pod %s %s", r->job->namespace, r->job->name, pod, message);
+    mpijob_status_set_condition(r->status, MPIJOB_COND_RUNNING, false, reason, msg, r->now);
+    if (!showing || strcmp(had, reason) != 0)
+        announce(r, "Warning", reason, msg);
+}
+
 /* status.replicaStatuses.Worker and the WORKERS column ("ready/replicas"). */
 static void set_worker_status(struct run *r, const struct replica_counts *wc, int workers)
 {
@@ -737,6 +763,9 @@ static int reconcile_valid(struct run *r)
     }
     size_t n_running = 0;
     struct replica_counts wc = {0};
+    /* The first pod whose container cannot start (an image that cannot be pulled, say). */
+    const char *stuck = NULL;
+    char stuck_pod[256] = "", stuck_message[768] = "";
     for (int i = 0; i < workers; i++) {
         char *name = mpijob_worker_name(job, i);
         worker_objs[i] = name ? cache_get(&ctx->pods, job->namespace, name) : NULL;
@@ -746,6 +775,9 @@ static int reconcile_valid(struct run *r)
         expect_seen(ctx->expect, &KUBE_PODS, job->namespace, worker_objs[i]->name);
         cJSON *pod = kube_object_parse(worker_objs[i]);
         enum pod_state state = count_pod(&wc, pod);
+        if (!stuck && pod && !worker_objs[i]->deleting &&
+            (stuck = pod_waiting_problem(pod, stuck_message, sizeof(stuck_message))))
+            snprintf(stuck_pod, sizeof(stuck_pod), "%s", worker_objs[i]->name);
         if (state == POD_RUNNING)
             running[n_running++] = (char *)worker_objs[i]->name;
         else if (state == POD_FAILED && !suspended && !worker_objs[i]->deleting)
@@ -876,6 +908,9 @@ static int reconcile_valid(struct run *r)
         for (int i = 0; rc == 0 && i < n; i++) {
             cJSON *p = kube_object_parse(lpods[i]);
             count_pod(&lc, p);
+            if (!stuck && p && !lpods[i]->deleting &&
+                (stuck = pod_waiting_problem(p, stuck_message, sizeof(stuck_message))))
+                snprintf(stuck_pod, sizeof(stuck_pod), "%s", lpods[i]->name);
             if (p) {
                 pod_run_of(p, run);
                 attempt = attempt || run->in_progress;
@@ -947,6 +982,8 @@ static int reconcile_valid(struct run *r)
         free(last);
     }
     kube_object_unref(launcher);
+    if (rc == 0)
+        show_stuck_pod(r, suspended, stuck, stuck_pod, stuck_message);
     if (rc == 0) {
         mpijob_status_set_replicas(r->status, "Launcher", &lc);
         set_worker_status(r, &wc, workers);

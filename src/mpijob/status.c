@@ -193,6 +193,56 @@ bool pod_is_ready(const cJSON *pod)
     return pod_state_of(pod) == POD_RUNNING && condition_true(pod, "status.conditions", "Ready");
 }
 
+static const char *waiting_problem_in(const cJSON *statuses, char *message, size_t message_len)
+{
+    static const char *const stuck[] = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName",
+                                        "CreateContainerConfigError", "CreateContainerError", NULL};
+    const cJSON *cs;
+    cJSON_ArrayForEach(cs, statuses) {
+        const cJSON *waiting = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(cs, "state"),
+                                                                "waiting");
+        const char *why = json_string(waiting, "reason");
+        for (int i = 0; why && stuck[i]; i++) {
+            if (strcmp(why, stuck[i]) != 0)
+                continue;
+            bool pull = i < 2;
+            const char *name = json_string(cs, "name"), *said = json_string(waiting, "message");
+            const char *image = json_string(cs, "image");
+            if (pull && said && strncmp(said, "Back-off pulling image", 22) == 0)
+                said = NULL; /* says less than the pull's own error; the image's name will do */
+            if (said)
+                snprintf(message, message_len, "container %s: %s", name ? name : "?", said);
+            else if (pull)
+                snprintf(message, message_len, "container %s: image \"%s\" cannot be pulled", name ? name : "?",
+                         image ? image : "?");
+            else
+                snprintf(message, message_len, "container %s: %s", name ? name : "?", why);
+            return pull ? "ImagePullBackOff" : stuck[i];
+        }
+    }
+    return NULL;
+}
+
+const char *pod_waiting_problem(const cJSON *pod, char *message, size_t message_len)
+{
+    enum pod_state s = pod_state_of(pod);
+    if (s != POD_PENDING && s != POD_RUNNING)
+        return NULL;
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(pod, "status");
+    const char *why = waiting_problem_in(cJSON_GetObjectItemCaseSensitive(st, "initContainerStatuses"), message,
+                                         message_len);
+    return why ? why : waiting_problem_in(cJSON_GetObjectItemCaseSensitive(st, "containerStatuses"), message,
+                                          message_len);
+}
+
+int mpijob_status_remove_condition(cJSON *status, const char *type)
+{
+    cJSON *list = cJSON_GetObjectItemCaseSensitive(status, "conditions");
+    cJSON *c = cJSON_IsArray(list) ? detach_condition(list, type) : NULL;
+    cJSON_Delete(c);
+    return c != NULL;
+}
+
 /* A line of only separators (mpirun frames its reports in dashes) or blanks says nothing. */
 static bool blank_line(const char *p, size_t n)
 {

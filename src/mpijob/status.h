@@ -57,6 +57,16 @@ bool pod_is_ready(const cJSON *pod);
  * was evicted (status.reason Evicted or a DisruptionTarget condition). */
 bool pod_failure(const cJSON *pod, char *reason, size_t reason_len, char *message, size_t message_len);
 
+/* A container of a Pending or Running pod that cannot start and will not without a change:
+ * waiting with reason ErrImagePull or ImagePullBackOff (both given as "ImagePullBackOff", the
+ * state a pull failure settles in), InvalidImageName, CreateContainerConfigError or
+ * CreateContainerError. Returns that reason (a string literal) and writes "container C: <the
+ * kubelet's message>" for the first such container (init containers first); NULL when none. */
+const char *pod_waiting_problem(const cJSON *pod, char *message, size_t message_len);
+
+/* Removes a condition; returns 1 when there was one, else 0. */
+int mpijob_status_remove_condition(cJSON *status, const char *type);
+
 /* A pod's runs as the launcher's retries see them. Under restartPolicy OnFailure the kubelet
  * restarts the container in the same pod, and the Job controller deletes that pod when the Job
  * fails, so the failure has to be read while the pod is there. */

@@ -77,6 +77,7 @@ import urllib.request
 import uuid
 
 import netns
+import proxy
 import runtime
 from kube import KubeError
 
@@ -90,6 +91,7 @@ BACKOFF_START = 0.5
 BACKOFF_CAP = 5.0
 PROBE_PERIOD_CAP = 1.0
 VOLUME_REFRESH = 1.0
+PROXY_SYNC = 5.0
 TICK = 0.1
 PODINIT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "podinit.py")
 # Mount points under these exist only inside the container (podinit makes them).
@@ -575,6 +577,10 @@ class PodRunner:
         # From an image, PATH and HOME are the image's (runtime.oci_config); the pod's variables
         # come on top.
         env = {} if self.k.runtime else {"PATH": DEFAULT_PATH, "HOSTNAME": self.hostname, "HOME": home}
+        # As a kubelet does: the kubernetes Service's variables first (in-cluster configuration
+        # reads them), the container's own over them.
+        if self.k.proxy is not None:
+            env.update(self.k.proxy.env())
         for src in c.spec.get("envFrom") or []:
             prefix = src.get("prefix", "")
             if "configMapRef" in src:
@@ -965,6 +971,12 @@ class PodRunner:
         try:
             self._start(c)
             return True
+        except runtime.ConfigError as e:
+            c.waiting_reason = "CreateContainerConfigError"
+            c.waiting_message = "%s (pod: \"%s_%s(%s)\", container: %s)" % (e, self.name, self.ns, self.uid, c.name)
+            c.next_start = time.monotonic() + 1.0
+            self._publish()
+            return None
         except _Missing as e:
             c.waiting_reason = "CreateContainerConfigError"
             self.message = str(e)
@@ -1222,6 +1234,7 @@ class Kubelet:
                 raise ValueError("containers from images: " + why)
             self.store = runtime.ImageStore(images, os.path.join(self.state_dir, "images"))
             self.runtime = runtime.Runtime(self.runc_root)
+        self.proxy = None         # proxy.ServiceProxy once the bridge is up (needs iptables)
         self.node = node_name
         self.prefix = netns.check_prefix(prefix or prefix_for(self.state_dir))
         # Without a CIDR given (argument or MPIJOB_SIM_POD_CIDR), 10.244.0.0/16, or the first free
@@ -1436,6 +1449,7 @@ class Kubelet:
         os.makedirs(self.control_dir, exist_ok=True)
         self._remove_created_paths()
         runtime.sweep(self.runc_root, self.containers_dir)
+        proxy.sweep(self.prefix)
         netns.sweep(self.prefix)
         cidr = self.pod_cidr
         if not cidr:
@@ -1445,10 +1459,21 @@ class Kubelet:
         if self.image_files:
             self._make_image()
         self.net.up()
+        if shutil.which("iptables"):
+            self.proxy = proxy.ServiceProxy(self.prefix, self.net.bridge)
+            self._sync_proxy()
         self._started = True
         with open(os.path.join(self.state_dir, "kubelet.json"), "w") as f:
             json.dump({"prefix": self.prefix, "podCIDR": str(self.net.net), "bridge": self.net.bridge,
                        "hostIP": self.host_ip, "node": self.node, "pid": os.getpid()}, f)
+
+    def _sync_proxy(self):
+        if self.proxy is None:
+            return
+        try:
+            self.proxy.sync(self.kube)
+        except (OSError, KubeError) as e:
+            log.warning("service proxy: %s", e)
 
     def _make_image(self):
         """<state_dir>/image/root: copies of image_files; the overlays every container gets."""
@@ -1480,8 +1505,12 @@ class Kubelet:
         node_thread = threading.Thread(target=NodeReporter(self, self.node_resources).run, name="kubelet-node",
                                  args=(watch_stop,), daemon=True)
         node_thread.start()
+        next_proxy = time.monotonic() + PROXY_SYNC
         try:
             while not stop_event.is_set():
+                if time.monotonic() >= next_proxy:
+                    next_proxy = time.monotonic() + PROXY_SYNC
+                    self._sync_proxy()
                 try:
                     etype, obj = self._events.get(timeout=TICK)
                     self._handle(etype, obj)
@@ -1513,6 +1542,7 @@ class Kubelet:
             return
         self._cleaned = True
         runtime.sweep(self.runc_root, self.containers_dir)
+        proxy.sweep(self.prefix)
         if self.net is not None:
             self.net.down()
         netns.sweep(self.prefix)
@@ -1567,6 +1597,8 @@ def reap(state_dir):
     except (OSError, ValueError, KeyError):
         return []
     removed = runtime.sweep(os.path.join(state_dir, "runc"), os.path.join(state_dir, "containers"))
+    if proxy.sweep(prefix):
+        removed.append("iptables rules %s-svc-kubernetes" % prefix)
     removed += netns.sweep(prefix)
     removed += remove_created_paths(os.path.join(state_dir, "created-paths.json"))
     return removed

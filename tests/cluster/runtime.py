@@ -63,6 +63,11 @@ class CreateError(Exception):
     """The container cannot be made from its image and spec (CreateContainerError)."""
 
 
+class ConfigError(CreateError):
+    """The spec cannot hold for this image (CreateContainerConfigError), such as runAsNonRoot
+    with an image that runs as root."""
+
+
 def normalize(ref):
     """An image reference as containerd resolves it: docker.io when no registry is named,
     library/ for a one-part docker.io name, latest when neither tag nor digest is given."""
@@ -306,6 +311,8 @@ def oci_config(image, spec, rootfs):
         raise CreateError("no command specified: the image has no ENTRYPOINT or CMD and the "
                           "container no command")
     uid, gid, home = resolve_user(image, spec.run_as_user, spec.run_as_group)
+    if sc.get("runAsNonRoot") and uid == 0:
+        raise ConfigError("container has runAsNonRoot and image will run as root")
     env = {}
     for item in image.config.get("Env") or []:
         k, _, v = item.partition("=")

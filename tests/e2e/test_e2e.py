@@ -321,6 +321,44 @@ class EndToEnd(unittest.TestCase):
         self.assertEqual(j["status"]["state"], "Succeeded", self.launcher_log(ns, name)[-3000:])
         self.assertTrue(self.summary(ns, name)["weights_identical"])
 
+    def test_mpich_job_succeeds(self):
+        """mpiImplementation MPICH on the MPICH flavour of the worker image: Hydra's mpirun reaches
+        the workers' sshd through the hostfile and the ssh settings the operator gives it."""
+        ns = self.namespace()
+        j = job("mpich", ["mpirun", "-np", "2", "mpijob-worker", "train"])
+        j["spec"]["mpiImplementation"] = "MPICH"
+        for role in ("Launcher", "Worker"):
+            j["spec"]["mpiReplicaSpecs"][role]["template"]["spec"]["containers"][0]["image"] = "mpijob-worker:mpich"
+        self.apply(ns, j)
+        j = self.wait_state(ns, "mpich", ("Succeeded", "Failed"))
+        self.assertEqual(j["status"]["state"], "Succeeded", self.launcher_log(ns, "mpich")[-3000:])
+        s = self.summary(ns, "mpich")
+        self.assertEqual(s["ranks"], 2)
+        self.assertTrue(s["weights_identical"])
+
+    def test_missing_image_shows_the_pull_failure(self):
+        """Workers whose image no registry has: the MPIJob says so (Running False, reason
+        ImagePullBackOff, the pod, the container and the image named) instead of sitting in
+        Created with no word."""
+        ns = self.namespace()
+        j = job("noimage", mpirun("train"))
+        j["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["image"] = "mpijob-worker:no-such-tag"
+        self.apply(ns, j)
+        end = time.monotonic() + 60
+        cond = None
+        while time.monotonic() < end:
+            cond = self.condition(self.mpijob(ns, "noimage") or {}, "Running")
+            if cond and cond.get("reason") == "ImagePullBackOff":
+                break
+            time.sleep(0.5)
+        self.assertIsNotNone(cond, "no Running condition")
+        self.assertEqual((cond["status"], cond["reason"]), ("False", "ImagePullBackOff"), json.dumps(cond))
+        self.assertIn("mpijob-worker:no-such-tag", cond["message"])
+        self.assertRegex(cond["message"], r"pod noimage-worker-\d container worker:")
+        r = self.kubectl("describe", "mpijob", "noimage", "-n", ns)
+        self.assertIn("ImagePullBackOff", r.stdout)
+        self.kubectl("delete", "mpijob", "noimage", "-n", ns)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

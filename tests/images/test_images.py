@@ -301,6 +301,31 @@ class Containers(unittest.TestCase):
                               container_extra={"securityContext": {"capabilities": {"drop": ["ALL"]}}})
         self.assertEqual(int(out.split()[1], 16), 0)
 
+    def test_run_as_non_root_with_a_root_image_is_a_config_error(self):
+        ns = self.ns()
+        self.create(ns, _pod("root", command=["true"], securityContext={"runAsNonRoot": True}))
+        p = self.wait_pod(ns, "root", lambda p: ((p["status"].get("containerStatuses") or [{}])[0].get("state") or {})
+                          .get("waiting", {}).get("reason") == "CreateContainerConfigError", "refused")
+        self.assertIn("container has runAsNonRoot and image will run as root",
+                      p["status"]["containerStatuses"][0]["state"]["waiting"]["message"])
+        self.assertEqual(p["status"]["phase"], "Pending")
+        self.kube.delete("/api/v1/namespaces/%s/pods/root" % ns)
+        _, out = self.run_pod("user", command=["id", "-u"], securityContext={"runAsNonRoot": True, "runAsUser": 2000})
+        self.assertEqual(out, "2000\n")
+
+    def test_kubernetes_service_reaches_the_api_server(self):
+        """In-cluster configuration's way in: KUBERNETES_SERVICE_HOST/PORT, proxied to the API
+        server as kube-proxy does."""
+        svc = self.kube.get("/api/v1/namespaces/default/services/kubernetes")
+        if not svc:
+            self.skipTest("this API server has no kubernetes Service in default")
+        _, out = self.run_pod("incluster", command=["bash", "-c",
+                              "echo $KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT; "
+                              "timeout 5 bash -c 'exec 3<>/dev/tcp/$KUBERNETES_SERVICE_HOST/$KUBERNETES_SERVICE_PORT' "
+                              "&& echo connected"])
+        self.assertEqual(out.split("\n")[0], "%s:%d" % (svc["spec"]["clusterIP"], svc["spec"]["ports"][0]["port"]))
+        self.assertIn("connected", out)
+
     def test_exit_codes_and_restarts(self):
         p, _ = self.run_pod("fails", phase="Failed", command=["sh", "-c", "exit 3"])
         self.assertEqual(p["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"], 3)

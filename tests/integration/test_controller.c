@@ -335,6 +335,66 @@ Test(controller, a_finished_job_shows_its_cleaned_up_workers_gone)
     cJSON_Delete(job);
 }
 
+/* Plays the kubelet for a worker whose image cannot be pulled. */
+static void set_pod_pull_failing(const char *name, const char *reason, const char *message)
+{
+    struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE, .subresource = "status"};
+    char text[1024];
+    snprintf(text, sizeof(text),
+             "{\"status\":{\"phase\":\"Pending\",\"containerStatuses\":[{\"name\":\"worker\",\"image\":"
+             "\"mpijob-worker:nope\",\"imageID\":\"\",\"ready\":false,\"restartCount\":0,\"started\":false,"
+             "\"state\":{\"waiting\":{\"reason\":\"%s\",\"message\":\"%s\"}}}]}}",
+             reason, message);
+    cr_assert_eq(kube_patch(admin, &KUBE_PODS, "default", name, text, &po, NULL, NULL), 0, "pod %s", name);
+}
+
+/* A worker whose image cannot be pulled shows on the MPIJob: Running False with the kubelet's
+ * reason and message, one Warning event; when the pod runs, Running turns True. */
+Test(controller, a_pull_failure_shows_on_the_job)
+{
+    start_created("pull");
+    set_pod_pull_failing("pull-worker-1", "ErrImagePull",
+                         "failed to pull and unpack image \\\"docker.io/library/mpijob-worker:nope\\\": not found");
+    uint64_t end = clock_now_ms() + 10000;
+    const cJSON *cond = NULL;
+    cJSON *job = NULL;
+    while (clock_now_ms() < end) {
+        cJSON_Delete(job);
+        job = get_job("pull");
+        cJSON *c;
+        cond = NULL;
+        cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(job, "status"),
+                                                              "conditions"))
+            if (strcmp(json_string(c, "type"), "Running") == 0)
+                cond = c;
+        if (cond)
+            break;
+        clock_sleep_ms(50);
+    }
+    cr_assert_not_null(cond, "no Running condition");
+    cr_expect_str_eq(json_string(cond, "status"), "False");
+    cr_expect_str_eq(json_string(cond, "reason"), "ImagePullBackOff");
+    const char *msg = json_string(cond, "message");
+    cr_expect(strstr(msg, "pod pull-worker-1 container worker:") && strstr(msg, "mpijob-worker:nope") &&
+                  strstr(msg, "not found"), "message: %s", msg);
+    cr_expect_str_eq(json_string(job, "status.state"), "Created", "STATE stays the last true condition");
+    cJSON_Delete(job);
+    /* The kubelet's back-off message names nothing new: the condition keeps naming the image. */
+    set_pod_pull_failing("pull-worker-1", "ImagePullBackOff", "Back-off pulling image \\\"mpijob-worker:nope\\\"");
+    clock_sleep_ms(500);
+    job = get_job("pull");
+    cJSON *c;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(job, "status"), "conditions"))
+        if (strcmp(json_string(c, "type"), "Running") == 0)
+            cr_expect(strstr(json_string(c, "message"), "mpijob-worker:nope") != NULL, "%s", json_string(c, "message"));
+    cJSON_Delete(job);
+    /* The image appears: the pods run, and Running turns True. */
+    set_pod_running("pull-worker-0");
+    set_pod_running("pull-worker-1");
+    start_launcher_pod("pull");
+    cr_assert(wait_condition("pull", "Running", "MPIJobRunning", 10000));
+}
+
 Test(controller, launcher_failure_fails_the_job_with_its_reason)
 {
     start_controller();
