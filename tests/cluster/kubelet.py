@@ -45,7 +45,22 @@ Failed with reason Evicted and a DisruptionTarget condition, without restarts. F
 process, use request(state_dir, "kill"|"evict", ns, name[, message]): it drops a JSON file into
 <state_dir>/control/ and waits for the kubelet's answer file (<id>.done).
 
-The image: a container runs this machine's programs, as it finds them on its PATH. image_files
+Containers from images (images=build/images/index.json, cluster.py --images): the kubelet pulls
+each container's image from the OCI archives `make images` wrote (runtime.ImageStore: the
+reference normalized as containerd does, unpacked once per digest with skopeo and umoci; a
+reference no archive holds leaves the container waiting in ErrImagePull, then ImagePullBackOff,
+with the runtime's message, and the pod Pending) and runs it with runc (runtime.Runtime): an
+overlay of the image's root per container (a restart gets a fresh one), Kubernetes'
+command/args rules over the image's ENTRYPOINT/CMD, the image's Env under the pod's, workingDir
+or the image's WorkingDir, runAsUser/runAsGroup or the image's USER (runAsNonRoot with a root
+image: CreateContainerConfigError), containerd's default capabilities with securityContext's
+add/drop, the volumes, and the pod's hosts, resolv.conf and hostname, in the pod's network
+namespace. Exec probes run with `runc exec`; kill, evict and deletion signal through `runc kill`.
+The kubernetes Service in default is proxied to the API server as kube-proxy does (proxy.py) and
+every container gets its KUBERNETES_SERVICE_* variables, so in-cluster configuration works.
+
+Without images (the older mode, for the kubelet's own tests): a container runs this machine's
+programs, as it finds them on its PATH. image_files
 ({path in the image: file here}) stands for what the image adds or replaces: the worker image's
 /usr/local/bin/mpijob-worker, its /etc/ssh/sshd_config and ssh client settings. They are copied
 under <state_dir>/image/root, and every container sees each top folder of them overlaid
@@ -210,6 +225,9 @@ class Container:
         self.probe_fail = 0
         self.done = False      # will not run again
         self.waiting_message = None
+        self.live_next = 0.0   # livenessProbe: when it runs next (0: not yet started)
+        self.live_fail = 0
+        self.kill_at = 0.0     # SIGKILL then, after a liveness failure's SIGTERM
         self.image = None      # runtime.Image, once pulled (images mode)
         self.ctr = None        # runtime.Container while it exists (images mode)
         self.pull_failures = 0
@@ -685,6 +703,7 @@ class PodRunner:
     def _started(self, c):
         c.state = "running"
         c.waiting_message = None
+        c.live_next, c.live_fail, c.kill_at = 0.0, 0, 0.0
         c.started_at = now_rfc3339()
         c.ready = False
         c.probe_ok = c.probe_fail = 0
@@ -828,6 +847,35 @@ class PodRunner:
             if c.probe_fail >= int(probe.get("failureThreshold", 3)):
                 c.ready = False
 
+    def _liveness(self, c):
+        """livenessProbe: after failureThreshold failures in a row the container is stopped as a
+        kubelet stops it (SIGTERM, SIGKILL after the grace period, capped) and restarts as its
+        restartPolicy says."""
+        probe = c.spec.get("livenessProbe")
+        if not probe or c.state != "running" or c.proc is None:
+            return
+        now = time.monotonic()
+        if c.kill_at and now >= c.kill_at:
+            c.kill_at = 0.0
+            self._signal(c, signal.SIGKILL)
+            return
+        if c.live_next == 0.0:
+            c.live_next = now + float(probe.get("initialDelaySeconds", 0))
+        if now < c.live_next:
+            return
+        c.live_next = now + min(float(probe.get("periodSeconds", 10)), PROBE_PERIOD_CAP)
+        if self._probe_once(c, probe):
+            c.live_fail = 0
+            return
+        c.live_fail += 1
+        if c.live_fail >= int(probe.get("failureThreshold", 3)):
+            log.info("%s/%s: container %s failed its liveness probe %d times: restarting it",
+                     self.ns, self.name, c.name, c.live_fail)
+            c.live_fail = 0
+            self._signal(c, signal.SIGTERM)
+            grace = self.spec.get("terminationGracePeriodSeconds", 30)
+            c.kill_at = now + min(float(grace if grace is not None else 30), GRACE_CAP)
+
     # ---------------------------------------------------------------- lifecycle
     def _run(self):
         try:
@@ -924,6 +972,7 @@ class PodRunner:
                 if self._reap(c):
                     self._after_exit(c, True)
                 self._probe(c)
+                self._liveness(c)
             if all(c.done for c in self.containers):
                 failed = any(c.exit_code != 0 for c in self.containers)
                 self.phase = "Failed" if failed else "Succeeded"

@@ -340,6 +340,19 @@ class Containers(unittest.TestCase):
         self.assertEqual(cs["lastState"]["terminated"]["exitCode"], 4)
         self.assertEqual(out, "", "the first run's files are gone after the restart")
 
+    def test_liveness_probe_failures_restart_the_container(self):
+        ns = self.ns()
+        self.create(ns, _pod("live", command=["sh", "-c", "touch /tmp/alive; sleep 1; rm /tmp/alive; exec sleep 600"],
+                             restartPolicy="Always", terminationGracePeriodSeconds=1,
+                             container_extra={"livenessProbe": {"exec": {"command": ["test", "-e", "/tmp/alive"]},
+                                                                "periodSeconds": 1, "failureThreshold": 2}}))
+        p = self.wait_pod(ns, "live", lambda p: (p["status"].get("containerStatuses") or [{}])[0].get("restartCount", 0) >= 1,
+                          "restarted")
+        last = p["status"]["containerStatuses"][0]["lastState"]["terminated"]
+        # sleep as PID 1 ignores SIGTERM: the SIGKILL after the grace period ends it
+        self.assertEqual(last["exitCode"], 137)
+        self.kube.delete("/api/v1/namespaces/%s/pods/live" % ns)
+
     def test_missing_image_is_a_pull_error(self):
         ns = self.ns()
         self.create(ns, _pod("nope", image="mpijob-worker:does-not-exist", command=["true"]))
