@@ -60,7 +60,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 control_plane=""
-roles="kubelet,scheduler,jobs,gc"
+roles="kubelet,scheduler,jobs,deployments,gc"
 assets=${KUBEBUILDER_ASSETS:-}
 if [ -n "$assets" ] && [ -x "$assets/etcd" ] && [ -x "$assets/kube-apiserver" ]; then
     if [ -x "$assets/kube-controller-manager" ] && [ -x "$assets/kube-scheduler" ]; then
@@ -83,7 +83,7 @@ echo "The operator's own token is held to the RBAC of deploy/mpijob-operator.yam
 if [ -n "$control_plane" ]; then
     say "Starting the local node: the kubelet (the real scheduler binds pods to it)"
 else
-    say "Starting the local cluster: kubelet, scheduler, Job controller, garbage collector"
+    say "Starting the local cluster: kubelet, scheduler, Job and Deployment controllers, garbage collector"
 fi
 python3 tests/cluster/cluster.py --kubeconfig "$KUBECONFIG" --state-dir "$work/cluster" \
     --roles "$roles" --node-resource cpu=64 --node-resource memory=256Gi --node-resource nvidia.com/gpu=4 \

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A local cluster simulation: plays the parts of a Kubernetes cluster other than the API server.
 
-    cluster.py --kubeconfig PATH [--roles kubelet,scheduler,jobs,gc] [--cluster-domain cluster.local]
+    cluster.py --kubeconfig PATH [--roles kubelet,scheduler,jobs,deployments,gc] [--cluster-domain cluster.local]
                [--state-dir DIR] [--log-file FILE] [--job-pod-backoff SECONDS]
                [--node-resource NAME=QUANTITY]
 
@@ -12,6 +12,8 @@ Roles (each in its own thread, against any API server reachable through the kube
              `--roles kubelet` alone makes a whole cluster
   scheduler  binds pods that have no node to the single node "sim-node" (and creates that Node)
   jobs       the batch/v1 Job controller (jobcontroller.py)
+  deployments
+             the apps/v1 Deployment and ReplicaSet controllers (deployments.py)
   gc         the garbage collector (gc.py)
 
 SIGTERM or SIGINT stops every role, lets the kubelet remove what it created, and exits 0. The
@@ -38,7 +40,7 @@ sys.path.insert(0, HERE)
 
 from kube import Informer, Kube, KubeError  # noqa: E402
 
-ROLES = ("kubelet", "scheduler", "jobs", "gc")
+ROLES = ("kubelet", "scheduler", "jobs", "deployments", "gc")
 NODE_NAME = "sim-node"
 
 log = logging.getLogger("cluster")
@@ -193,7 +195,8 @@ def start_reaper(state_dir):
 
 def parse_args(argv):
     ap = argparse.ArgumentParser(prog="cluster.py", description="local cluster simulation (kubelet, "
-                                 "scheduler, batch Job controller, garbage collector)")
+                                 "scheduler, batch Job controller, Deployment and ReplicaSet "
+                                 "controllers, garbage collector)")
     ap.add_argument("--kubeconfig", required=True, help="kubeconfig of the API server to work against")
     ap.add_argument("--roles", default=",".join(ROLES),
                     help="comma-separated subset of %s (default: all)" % ",".join(ROLES))
@@ -320,6 +323,9 @@ def main(argv=None):
         if "jobs" in args.roles:
             from jobcontroller import JobController
             runners.append(("jobs", JobController(kube, backoff=args.job_pod_backoff, action_log=action).run))
+        if "deployments" in args.roles:
+            from deployments import DeploymentController
+            runners.append(("deployments", DeploymentController(kube, action_log=action).run))
         if "gc" in args.roles:
             runners.append(("gc", load_gc().GarbageCollector(kube, action_log=action).run))
 

@@ -29,6 +29,8 @@ WATCHED = [
     ("/api/v1", "configmaps", "v1"),
     ("/api/v1", "secrets", "v1"),
     ("/apis/batch/v1", "jobs", "batch/v1"),
+    ("/apis/apps/v1", "deployments", "apps/v1"),
+    ("/apis/apps/v1", "replicasets", "apps/v1"),
     ("/apis/scheduling.volcano.sh/v1beta1", "podgroups", "scheduling.volcano.sh/v1beta1"),
     ("/apis/scheduling.x-k8s.io/v1alpha1", "podgroups", "scheduling.x-k8s.io/v1alpha1"),
     ("/apis/kubeflow.org/v2beta1", "mpijobs", "kubeflow.org/v2beta1"),

@@ -118,7 +118,7 @@ class LocalCluster:
             self.kubeconfig = os.path.join(api, "kubeconfig")
             self.operator_kubeconfig = os.path.join(api, "operator.kubeconfig")
             self.cluster_state = os.path.join(self.work, "cluster")
-            roles = "kubelet" if self.control_plane else "kubelet,scheduler,jobs,gc"
+            roles = "kubelet" if self.control_plane else "kubelet,scheduler,jobs,deployments,gc"
             self.cluster = subprocess.Popen(
                 [sys.executable, os.path.join(ROOT, "tests", "cluster", "cluster.py"), "--kubeconfig", self.kubeconfig,
                  "--roles", roles,
