@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # make demo: an MPIJob from kubectl apply to Succeeded, on this machine.
 #
-# Builds the images (scripts/images.py), starts the API-server double (tests/apiserver), the local
-# cluster simulation (tests/cluster: kubelet, scheduler, Job controller, garbage collector; the
-# pods' containers run from the images with runc, each pod in its own network namespace) and
-# mpijob-operator, applies manifests/examples/mpijob-tcp.yaml with kubectl, follows
-# the job, prints the training summary, and removes everything it made.
+# Builds the images (scripts/images.py), starts the API-server double (tests/apiserver) and the
+# local cluster simulation (tests/cluster: kubelet, scheduler, Job and Deployment controllers,
+# garbage collector; the pods' containers run from the images with runc, each pod in its own
+# network namespace), installs the operator with `helm install` of charts/mpijob-operator (two
+# replicas from the operator image, one leading), applies manifests/examples/mpijob-tcp.yaml with
+# kubectl, follows the job, prints the training summary, runs `helm uninstall`, and removes
+# everything it made.
 #
 # With KUBEBUILDER_ASSETS naming a directory with etcd, kube-apiserver, kube-controller-manager
 # and kube-scheduler, those run instead of the double (launch.py --control-plane), and the
-# simulation plays only the kubelet: the real scheduler binds the pods, the real Job controller
-# and garbage collector do their parts. With etcd and kube-apiserver only, the real API server
-# runs with the whole simulation.
+# simulation plays only the kubelet: the real scheduler binds the pods, the real Job and
+# Deployment controllers, token controller and garbage collector do their parts.
 #
 #   scripts/demo.sh [MANIFEST]        (needs root: network namespaces, bridges, mounts)
 set -u
@@ -35,12 +36,10 @@ say "Building the images (make images: podman with runc, on a Debian 12 base mad
 scripts/images.py || fail "the images could not be built (see above)"
 
 work=$(mktemp -d /tmp/mpijob-demo.XXXXXX)
-cluster_pid="" operator_pid=""
+cluster_pid=""
 cleanup() {
     trap - EXIT INT TERM
-    [ -n "$operator_pid" ] && kill "$operator_pid" 2>/dev/null
     [ -n "$cluster_pid" ] && kill "$cluster_pid" 2>/dev/null
-    [ -n "$operator_pid" ] && wait "$operator_pid" 2>/dev/null
     [ -n "$cluster_pid" ] && wait "$cluster_pid" 2>/dev/null
     if [ -f "$work/api/pid" ]; then
         # shellcheck disable=SC2046
@@ -62,23 +61,23 @@ trap 'exit 130' INT TERM
 control_plane=""
 roles="kubelet,scheduler,jobs,deployments,gc"
 assets=${KUBEBUILDER_ASSETS:-}
-if [ -n "$assets" ] && [ -x "$assets/etcd" ] && [ -x "$assets/kube-apiserver" ]; then
-    if [ -x "$assets/kube-controller-manager" ] && [ -x "$assets/kube-scheduler" ]; then
-        control_plane="--control-plane"
-        roles="kubelet"
-        say "Starting a Kubernetes control plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler ($assets)"
-    else
-        say "Starting a Kubernetes API server: etcd and kube-apiserver ($assets)"
-    fi
+if [ -n "$assets" ] && [ -x "$assets/etcd" ] && [ -x "$assets/kube-apiserver" ] &&
+    [ -x "$assets/kube-controller-manager" ] && [ -x "$assets/kube-scheduler" ]; then
+    control_plane=1
+    roles="kubelet"
+    say "Starting a Kubernetes control plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler ($assets)"
 else
+    unset KUBEBUILDER_ASSETS
     say "Starting a Kubernetes API server (the project's double, HTTPS on 127.0.0.1)"
 fi
-# shellcheck disable=SC2086
-python3 tests/apiserver/launch.py --state-dir "$work/api" --background $control_plane \
-    --rbac deploy/mpijob-operator.yaml >/dev/null || fail "the API server did not start (logs: DEMO_KEEP=1)"
+# --control-plane: the real controller-manager and scheduler; with the double, what
+# kube-controller-manager does for pods' in-cluster configuration (each namespace's default
+# ServiceAccount, kube-root-ca.crt) and the ServiceAccount admission plugin.
+python3 tests/apiserver/launch.py --state-dir "$work/api" --background --control-plane \
+    >/dev/null || fail "the API server did not start (logs: DEMO_KEEP=1)"
 export KUBECONFIG="$work/api/kubeconfig"
+chmod 600 "$KUBECONFIG"    # it holds the admin's credentials (and helm says so otherwise)
 echo "kubeconfig: $KUBECONFIG"
-echo "The operator's own token is held to the RBAC of deploy/mpijob-operator.yaml."
 
 if [ -n "$control_plane" ]; then
     say "Starting the local node: the kubelet (the real scheduler binds pods to it)"
@@ -94,11 +93,27 @@ cluster_pid=$!
 echo "containers run from the images in build/images with runc, each pod in its own network"
 echo "namespace; log: $work/cluster.log"
 
-say "Starting mpijob-operator"
-build/bin/mpijob-operator --kubeconfig "$work/api/operator.kubeconfig" --lease-namespace mpijob-system \
-    --metrics-addr 0 --health-addr 0 >"$work/operator.log" 2>&1 &
-operator_pid=$!
-echo "log: $work/operator.log"
+say "helm install mpijob-operator charts/mpijob-operator -n mpijob-system --create-namespace"
+export HELM_CACHE_HOME="$work/helm/cache" HELM_CONFIG_HOME="$work/helm/config" HELM_DATA_HOME="$work/helm/data"
+helm=build/tools/bin/helm
+"$helm" install mpijob-operator charts/mpijob-operator -n mpijob-system --create-namespace ||
+    fail "helm install failed"
+echo
+echo "Waiting for the operator's pods (the Deployment's two replicas, from the operator image)"
+end=$((SECONDS + 120)) holder=""
+while [ $SECONDS -lt $end ]; do
+    ready=$(kubectl get pods -n mpijob-system -l app.kubernetes.io/name=mpijob-operator \
+        -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' 2>/dev/null |
+        grep -c True)
+    holder=$(kubectl get lease mpijob-operator -n mpijob-system -o jsonpath='{.spec.holderIdentity}' 2>/dev/null)
+    [ "$ready" = 2 ] && [ -n "$holder" ] && break
+    sleep 1
+done
+kubectl get pods -n mpijob-system -o wide
+[ "$ready" = 2 ] || fail "the operator's pods did not become Ready (kubectl describe pods -n mpijob-system)"
+echo "image: $(kubectl get pods -n mpijob-system -l app.kubernetes.io/name=mpijob-operator \
+    -o jsonpath='{.items[0].status.containerStatuses[0].imageID}')"
+echo "leader (Lease mpijob-system/mpijob-operator): $holder"
 
 say "kubectl apply -f $manifest"
 kubectl apply -f "$manifest" || fail "kubectl apply failed"
@@ -158,9 +173,19 @@ case "$state" in
     Succeeded)
         echo
         echo "mpijob/$name Succeeded. Cleaning up."
+        say "helm uninstall mpijob-operator -n mpijob-system"
+        "$helm" uninstall mpijob-operator -n mpijob-system || fail "helm uninstall failed"
+        for _ in $(seq 60); do
+            left=$(kubectl get all,serviceaccounts,roles,rolebindings -n mpijob-system \
+                -l app.kubernetes.io/instance=mpijob-operator -o name 2>/dev/null)
+            [ -z "$left" ] && break
+            sleep 0.5
+        done
+        [ -z "$left" ] || fail "left after helm uninstall: $left"
+        echo "nothing of the release is left in mpijob-system (the CRD stays, as helm keeps crds/)"
         [ -z "${DEMO_KEEP:-}" ] && echo "(DEMO_KEEP=1 make demo keeps the logs and state above; any MPIJob manifest: scripts/demo.sh FILE)"
         exit 0
         ;;
     Failed) kubectl describe mpijob "$name" | tail -15; fail "mpijob/$name Failed" ;;
-    *) tail -20 "$work/operator.log"; tail -20 "$work/cluster.log"; fail "mpijob/$name did not finish in ${timeout_s} s" ;;
+    *) tail -20 "$work"/cluster/logs/mpijob-system_*; tail -20 "$work/cluster.log"; fail "mpijob/$name did not finish in ${timeout_s} s" ;;
 esac

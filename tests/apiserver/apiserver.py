@@ -8,7 +8,12 @@ recordings/, made by record.py), plus a control API under /_double/ for fault in
     python3 tests/apiserver/apiserver.py --state-dir DIR [--port 0] [--token T ...]
                                          [--bookmark-interval 5] [--extra-crd JSON ...]
 
-DIR receives ca.crt, server.crt/key, kubeconfig, port and finally ready. See README.md.
+DIR receives ca.crt, server.crt/key, kubeconfig, port, info.json and finally ready. See README.md.
+
+What pods need for in-cluster configuration is here too: the TokenRequest API and the
+authentication of its tokens (serviceaccounts.py), RBAC over the RBAC objects stored (rbac.py),
+the `kubernetes` Service, and with --control-plane the ServiceAccount admission plugin and each
+namespace's `default` ServiceAccount and kube-root-ca.crt, as kube-controller-manager keeps them.
 
 kubectl works against it too: aggregated discovery, /openapi/v3 (whose PATCH operations name
 fieldValidation, so kubectl leaves validation to the server), a minimal /openapi/v2, and
@@ -46,8 +51,15 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import schema as crd_schema  # noqa: E402  (tests/apiserver/schema.py: structural schemas)
 import rbac  # noqa: E402  (tests/apiserver/rbac.py: RBAC authorization)
 import protobuf  # noqa: E402  (tests/apiserver/protobuf.py: kubectl create's protobuf bodies)
+import serviceaccounts  # noqa: E402  (tests/apiserver/serviceaccounts.py: admission and tokens)
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+RBAC_GROUP = "rbac.authorization.k8s.io"
+CRD_GROUP = "apiextensions.k8s.io"
+# The `kubernetes` Service of namespace default, as kube-apiserver keeps it with
+# --service-cluster-ip-range=10.96.0.0/12 (the first address of the range)
+KUBERNETES_SERVICE_IP = "10.96.0.1"
+KUBERNETES_SERVICE_PORT = 443
 MPIJOB_CRD_FILE = os.path.join(REPO_ROOT, "manifests", "crd", "kubeflow.org_mpijobs.yaml")
 
 MAX_BODY = 3 * 1024 * 1024          # kube-apiserver's request body limit for JSON
@@ -187,7 +199,8 @@ class Kind:
     def __init__(self, group, versions, plural, kind, singular, namespaced=True, status=False, crd=False,
                  short=(), generation=None, return_deleted=False, create_on_update=False, graceful=False,
                  fields=(), name_rule="subdomain", bookmark=None, defaulter=None, validator=None,
-                 update_validator=None, schema=None, categories=(), top=("spec", "status")):
+                 update_validator=None, schema=None, categories=(), top=("spec", "status"), subresources=None,
+                 create_only=None):
         self.group = group
         self.versions = list(versions)       # served; the first is the preferred (storage) version
         self.plural = plural
@@ -215,6 +228,11 @@ class Kind:
         self.top = tuple(top)                # field order after kind/apiVersion/metadata
         self.unconditional_update = not crd  # CRs need metadata.resourceVersion on PUT
         self.printer_columns = {}            # version -> the CRD's additionalPrinterColumns
+        # other subresources: name -> (group, version, kind, verbs), e.g. serviceaccounts/token
+        self.subresources = dict(subresources or {})
+        # a kind that is only ever created, never stored (SelfSubjectReview): Api method name
+        self.create_only = create_only
+        self.crd_object = None               # the CustomResourceDefinition it was built from
 
     def schema_for(self, version):
         """The structural schema a write through `version` is admitted with, or None."""
@@ -289,6 +307,7 @@ def kind_from_crd(spec):
                     categories=names.get("categories") or ())
         install_crd_schemas(kind, spec)
         kind.printer_columns = printer_columns_of(spec)
+        kind.crd_object = spec
         return kind
     versions = spec.get("versions") or [spec.get("version", "v1")]
     return Kind(spec["group"], versions, spec["plural"], spec["kind"],
@@ -335,6 +354,12 @@ def name_problems(name, rule):
             out.append("must be no more than 63 characters")
         if not re.fullmatch(DNS1123_LABEL, name):
             out.append(MSG_LABEL1123)
+    elif rule == "path":
+        if name in (".", ".."):
+            out.append("may not be '%s'" % name)
+        for ch in ("/", "%"):
+            if ch in name:
+                out.append("may not contain '%s'" % ch)
     elif rule == "label1035":
         if len(name) > 63:
             out.append("must be no more than 63 characters")
@@ -555,6 +580,7 @@ def default_pod_spec(spec, admission=True, pod=True):
         for src in ("secret", "configMap", "downwardAPI", "projected"):
             if isinstance(v.get(src), dict):
                 v[src].setdefault("defaultMode", 420)
+    serviceaccounts.mirror_service_account(spec)
     spec.setdefault("restartPolicy", "Always")
     spec.setdefault("terminationGracePeriodSeconds", 30)
     spec.setdefault("dnsPolicy", "ClusterFirst")
@@ -939,6 +965,277 @@ def default_namespace(obj, create, old=None, sub=""):
         obj["status"] = {"phase": "Active"}
 
 
+def go_string_map(m):
+    """Go's %#v of a map[string]string."""
+    if m is None:
+        return "map[string]string(nil)"
+    return "map[string]string{%s}" % ", ".join("%s:%s" % (json.dumps(k), json.dumps(v))
+                                               for k, v in sorted(m.items()))
+
+
+def go_strings(values):
+    """Go's %#v of a []string."""
+    if values is None:
+        return "[]string(nil)"
+    return "[]string{%s}" % ", ".join(json.dumps(str(v)) for v in values)
+
+
+def go_label_selector(sel):
+    sel = sel if isinstance(sel, dict) else {}
+    exprs = sel.get("matchExpressions")
+    if exprs:
+        rendered = "[]v1.LabelSelectorRequirement{%s}" % ", ".join(
+            'v1.LabelSelectorRequirement{Key:%s, Operator:%s, Values:%s}' % (
+                json.dumps(e.get("key", "")), json.dumps(e.get("operator", "")), go_strings(e.get("values")))
+            for e in exprs if isinstance(e, dict))
+    else:
+        rendered = "[]v1.LabelSelectorRequirement(nil)"
+    return "v1.LabelSelector{MatchLabels:%s, MatchExpressions:%s}" % (go_string_map(sel.get("matchLabels")),
+                                                                       rendered)
+
+
+def selector_matches(sel, labels):
+    """Whether a metav1.LabelSelector selects labels (an empty selector selects everything)."""
+    labels = labels if isinstance(labels, dict) else {}
+    for k, v in ((sel or {}).get("matchLabels") or {}).items():
+        if labels.get(k) != v:
+            return False
+    for e in (sel or {}).get("matchExpressions") or []:
+        if not isinstance(e, dict):
+            return False
+        key, op, values = e.get("key"), e.get("operator"), e.get("values") or []
+        if op == "In" and labels.get(key) not in values:
+            return False
+        if op == "NotIn" and key in labels and labels[key] in values:
+            return False
+        if op == "Exists" and key not in labels:
+            return False
+        if op == "DoesNotExist" and key in labels:
+            return False
+    return True
+
+
+def _default_template(spec):
+    tmpl = spec.get("template")
+    if not isinstance(tmpl, dict):
+        tmpl = {}
+    tmeta = dict(tmpl.get("metadata") or {}) if isinstance(tmpl.get("metadata"), dict) else {}
+    tmeta.setdefault("creationTimestamp", None)
+    tmpl["metadata"] = ordered(tmeta, ["name", "namespace", "creationTimestamp", "labels", "annotations"])
+    tmpl["spec"] = default_pod_spec(tmpl.get("spec"), admission=False, pod=False)
+    spec["template"] = ordered(tmpl, ["metadata", "spec"])
+
+
+DEPLOYMENT_SPEC_ORDER = ["replicas", "selector", "template", "strategy", "minReadySeconds", "revisionHistoryLimit",
+                         "paused", "progressDeadlineSeconds"]
+
+
+def default_deployment(obj, create, old=None, sub=""):
+    """SetDefaults_Deployment (apps/v1)."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        spec = obj["spec"] = {}
+    spec.setdefault("replicas", 1)
+    strategy = spec.get("strategy") if isinstance(spec.get("strategy"), dict) else {}
+    strategy.setdefault("type", "RollingUpdate")
+    if strategy["type"] == "RollingUpdate":
+        ru = strategy.get("rollingUpdate") if isinstance(strategy.get("rollingUpdate"), dict) else {}
+        ru.setdefault("maxUnavailable", "25%")
+        ru.setdefault("maxSurge", "25%")
+        strategy["rollingUpdate"] = ordered(ru, ["maxUnavailable", "maxSurge"])
+    spec["strategy"] = ordered(strategy, ["type", "rollingUpdate"])
+    spec.setdefault("revisionHistoryLimit", 10)
+    spec.setdefault("progressDeadlineSeconds", 600)
+    _default_template(spec)
+    obj["spec"] = ordered(spec, DEPLOYMENT_SPEC_ORDER)
+    if create:
+        obj["status"] = {}
+    order_conditions(obj.get("status"))
+
+
+def default_replicaset(obj, create, old=None, sub=""):
+    """SetDefaults_ReplicaSet (apps/v1)."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        spec = obj["spec"] = {}
+    spec.setdefault("replicas", 1)
+    _default_template(spec)
+    obj["spec"] = ordered(spec, ["replicas", "minReadySeconds", "selector", "template"])
+    if create:
+        obj["status"] = {"replicas": 0}
+    order_conditions(obj.get("status"))
+
+
+def validate_workload(obj, errors):
+    """The checks of a Deployment or ReplicaSet an operator meets: a selector that selects the
+    template's labels, valid containers, restartPolicy Always, replicas not negative."""
+    spec = obj.get("spec") or {}
+    sel = spec.get("selector")
+    tmpl = spec.get("template") if isinstance(spec.get("template"), dict) else {}
+    tlabels = (tmpl.get("metadata") or {}).get("labels")
+    if not isinstance(sel, dict):
+        errors.append(fe_required("spec.selector"))
+    elif not sel.get("matchLabels") and not sel.get("matchExpressions"):
+        errors.append(fe_invalid("spec.selector", Raw(go_label_selector(sel)), "empty selector is invalid for "
+                                                                              "deployment"))
+    if not isinstance(sel, dict) or not selector_matches(sel, tlabels):
+        errors.append(fe_invalid("spec.template.metadata.labels", Raw(go_string_map(tlabels)),
+                                 "`selector` does not match template `labels`"))
+    replicas = spec.get("replicas")
+    if isinstance(replicas, int) and not isinstance(replicas, bool) and replicas < 0:
+        errors.append(fe_invalid("spec.replicas", replicas, "must be greater than or equal to 0"))
+    tspec = tmpl.get("spec") if isinstance(tmpl.get("spec"), dict) else {}
+    validate_containers(tspec, "spec.template.spec", errors)
+    rp = tspec.get("restartPolicy")
+    if rp != "Always":
+        errors.append(fe_not_supported("spec.template.spec.restartPolicy", rp, ["Always"]))
+
+
+def validate_workload_update(old, new, errors):
+    osel, nsel = (old.get("spec") or {}).get("selector"), (new.get("spec") or {}).get("selector")
+    if osel != nsel:
+        errors.append(fe_invalid("spec.selector", Raw(go_label_selector(nsel)), "field is immutable"))
+
+
+RULE_ORDER = ["verbs", "apiGroups", "resources", "resourceNames", "nonResourceURLs"]
+
+
+def default_role(obj, create, old=None, sub=""):
+    rules = obj.get("rules")
+    if isinstance(rules, list):
+        obj["rules"] = [ordered(r, RULE_ORDER) for r in rules]
+    else:
+        obj["rules"] = None           # a Go nil slice without omitempty
+
+
+def validate_role(obj, errors):
+    """ValidatePolicyRule for each rule of a Role or ClusterRole."""
+    namespaced = obj.get("kind") == "Role"
+    for i, r in enumerate(obj.get("rules") or []):
+        path = "rules[%d]" % i
+        if not isinstance(r, dict):
+            continue
+        if not r.get("verbs"):
+            errors.append(fe_required(path + ".verbs", "verbs must contain at least one value"))
+        urls = r.get("nonResourceURLs")
+        if urls:
+            if namespaced:
+                errors.append(fe_invalid(path + ".nonResourceURLs", Raw(go_strings(urls)),
+                                         "namespaced rules cannot apply to non-resource URLs"))
+            if r.get("apiGroups") or r.get("resources"):
+                errors.append(fe_invalid(path + ".nonResourceURLs", Raw(go_strings(urls)),
+                                         "rules cannot apply to both regular resources and non-resource URLs"))
+            continue
+        if not r.get("apiGroups"):
+            errors.append(fe_required(path + ".apiGroups", "resource rules must supply at least one api group"))
+        if not r.get("resources"):
+            errors.append(fe_required(path + ".resources", "resource rules must supply at least one resource"))
+
+
+def default_binding(obj, create, old=None, sub=""):
+    """SetDefaults_RoleBinding / _ClusterRoleBinding and SetDefaults_Subject."""
+    ref = obj.get("roleRef")
+    if isinstance(ref, dict):
+        if not ref.get("apiGroup"):
+            ref["apiGroup"] = RBAC_GROUP
+        obj["roleRef"] = ordered(ref, ["apiGroup", "kind", "name"])
+    subjects = obj.get("subjects")
+    if isinstance(subjects, list):
+        out = []
+        for subj in subjects:
+            if isinstance(subj, dict):
+                if not subj.get("apiGroup") and subj.get("kind") in ("User", "Group"):
+                    subj["apiGroup"] = RBAC_GROUP
+                subj = ordered(subj, ["kind", "apiGroup", "name", "namespace"])
+            out.append(subj)
+        obj["subjects"] = out
+
+
+def validate_binding(obj, errors):
+    cluster = obj.get("kind") == "ClusterRoleBinding"
+    ref = obj.get("roleRef") if isinstance(obj.get("roleRef"), dict) else {}
+    if ref.get("apiGroup") != RBAC_GROUP:
+        errors.append(fe_not_supported("roleRef.apiGroup", ref.get("apiGroup", ""), [RBAC_GROUP]))
+    kinds = ["ClusterRole"] if cluster else ["Role", "ClusterRole"]
+    if ref.get("kind") not in kinds:
+        errors.append(fe_not_supported("roleRef.kind", ref.get("kind", ""), kinds))
+    if not ref.get("name"):
+        errors.append(fe_required("roleRef.name"))
+    else:
+        for p in name_problems(ref["name"], "path"):
+            errors.append(fe_invalid("roleRef.name", ref["name"], p))
+    for i, subj in enumerate(obj.get("subjects") or []):
+        path = "subjects[%d]" % i
+        if not isinstance(subj, dict):
+            continue
+        if not subj.get("name"):
+            errors.append(fe_required(path + ".name"))
+        kind = subj.get("kind")
+        if kind == "ServiceAccount":
+            if subj.get("apiGroup"):
+                errors.append(fe_not_supported(path + ".apiGroup", subj["apiGroup"], [""]))
+            if cluster and not subj.get("namespace"):
+                errors.append(fe_required(path + ".namespace"))
+        elif kind in ("User", "Group"):
+            if subj.get("apiGroup") != RBAC_GROUP:
+                errors.append(fe_not_supported(path + ".apiGroup", subj.get("apiGroup", ""), [RBAC_GROUP]))
+        else:
+            errors.append(fe_not_supported(path + ".kind", kind or "", ["ServiceAccount", "User", "Group"]))
+
+
+def validate_binding_update(old, new, errors):
+    if old.get("roleRef") != new.get("roleRef"):
+        ref = new.get("roleRef") if isinstance(new.get("roleRef"), dict) else {}
+        errors.append(fe_invalid("roleRef", Raw("rbac.RoleRef{APIGroup:%s, Kind:%s, Name:%s}" % (
+            json.dumps(ref.get("apiGroup", "")), json.dumps(ref.get("kind", "")), json.dumps(ref.get("name", "")))),
+            "cannot change roleRef"))
+
+
+def default_crd(obj, create, old=None, sub=""):
+    """The defaults of a CustomResourceDefinition (apiextensions/v1) and, on create, the status
+    the API server writes before the establishing controller runs."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        spec = obj["spec"] = {}
+    names = spec.get("names") if isinstance(spec.get("names"), dict) else {}
+    if names.get("kind"):
+        names.setdefault("singular", str(names["kind"]).lower())
+        names.setdefault("listKind", names["kind"] + "List")
+    spec["names"] = ordered(names, ["plural", "singular", "shortNames", "kind", "listKind", "categories"])
+    conv = spec.get("conversion") if isinstance(spec.get("conversion"), dict) else {}
+    conv.setdefault("strategy", "None")
+    spec["conversion"] = conv
+    spec = ordered(spec, ["group", "names", "scope", "versions", "conversion", "preserveUnknownFields"])
+    obj["spec"] = spec
+    if create:
+        storage = [v.get("name") for v in spec.get("versions") or [] if isinstance(v, dict) and v.get("storage")]
+        obj["status"] = {"conditions": None, "acceptedNames": {"plural": "", "kind": ""},
+                         "storedVersions": storage[:1]}
+
+
+def validate_crd(obj, errors):
+    spec = obj.get("spec") or {}
+    names = spec.get("names") or {}
+    name = obj["metadata"].get("name", "")
+    if name != "%s.%s" % (names.get("plural", ""), spec.get("group", "")):
+        errors.append(fe_invalid("metadata.name", name, 'must be spec.names.plural+"."+spec.group'))
+    if not spec.get("group"):
+        errors.append(fe_required("spec.group"))
+    if not names.get("plural"):
+        errors.append(fe_required("spec.names.plural"))
+    if not names.get("kind"):
+        errors.append(fe_required("spec.names.kind"))
+    if spec.get("scope") not in ("Cluster", "Namespaced"):
+        errors.append(fe_not_supported("spec.scope", spec.get("scope", ""), ["Cluster", "Namespaced"]))
+    versions = [v for v in spec.get("versions") or [] if isinstance(v, dict)]
+    if not versions:
+        errors.append(fe_invalid("spec.versions", Raw("[]apiextensions.CustomResourceDefinitionVersion(nil)"),
+                                 "must have exactly one version marked as storage version"))
+    elif sum(1 for v in versions if v.get("storage")) != 1:
+        errors.append(fe_invalid("spec.versions", Raw("[]apiextensions.CustomResourceDefinitionVersion{...}"),
+                                 "must have exactly one version marked as storage version"))
+
+
 # Go types of the built-in fields the defaulting and validation above look into: a body whose
 # field has another JSON type is undecodable there (400), as on the real server.
 # A dict is an object with known fields; [x] an array of x; "map" a map of string to string;
@@ -972,6 +1269,32 @@ SHAPES = {
     ("", "namespaces"): {"spec": {"finalizers": ["string"]}, "status": "object"},
     ("", "events"): {"involvedObject": "object", "source": "object"},
     ("coordination.k8s.io", "leases"): {"spec": "object"},
+    ("", "serviceaccounts"): {"secrets": ["object"], "imagePullSecrets": ["object"]},
+    ("apps", "deployments"): {"spec": {"template": {"metadata": {"labels": "map", "annotations": "map"},
+                                                    "spec": _POD_SPEC},
+                                       "selector": {"matchLabels": "map", "matchExpressions": ["object"]},
+                                       "strategy": "object"},
+                              "status": _STATUS},
+    ("apps", "replicasets"): {"spec": {"template": {"metadata": {"labels": "map", "annotations": "map"},
+                                                    "spec": _POD_SPEC},
+                                       "selector": {"matchLabels": "map", "matchExpressions": ["object"]}},
+                              "status": _STATUS},
+    (RBAC_GROUP, "clusterroles"): {"rules": [{"verbs": ["string"], "apiGroups": ["string"],
+                                              "resources": ["string"], "resourceNames": ["string"],
+                                              "nonResourceURLs": ["string"]}], "aggregationRule": "object"},
+    (RBAC_GROUP, "roles"): {"rules": [{"verbs": ["string"], "apiGroups": ["string"], "resources": ["string"],
+                                       "resourceNames": ["string"], "nonResourceURLs": ["string"]}]},
+    (RBAC_GROUP, "clusterrolebindings"): {"subjects": [{"kind": "string", "name": "string", "namespace": "string",
+                                                        "apiGroup": "string"}],
+                                          "roleRef": {"kind": "string", "name": "string", "apiGroup": "string"}},
+    (RBAC_GROUP, "rolebindings"): {"subjects": [{"kind": "string", "name": "string", "namespace": "string",
+                                                 "apiGroup": "string"}],
+                                   "roleRef": {"kind": "string", "name": "string", "apiGroup": "string"}},
+    (CRD_GROUP, "customresourcedefinitions"): {"spec": {"group": "string", "scope": "string",
+                                                        "names": {"plural": "string", "kind": "string",
+                                                                  "singular": "string", "listKind": "string"},
+                                                        "versions": [{"name": "string", "schema": "object"}]},
+                                               "status": "object"},
 }
 
 
@@ -1040,13 +1363,51 @@ def builtin_kinds():
              bookmark={"spec": {}, "status": {}}),
         Kind("", ["v1"], "nodes", "Node", "node", namespaced=False, status=True, short=("no",),
              bookmark={"spec": {}, "status": {}}),
-        Kind("coordination.k8s.io", ["v1"], "leases", "Lease", "lease", create_on_update=True,
-             bookmark={"spec": {}}),
+        Kind("", ["v1"], "serviceaccounts", "ServiceAccount", "serviceaccount", short=("sa",),
+             top=("secrets", "imagePullSecrets", "automountServiceAccountToken"),
+             subresources={"token": ("authentication.k8s.io", "v1", "TokenRequest", ["create"])}),
+        Kind("", ["v1"], "endpoints", "Endpoints", "endpoints", short=("ep",), top=("subsets",)),
+        Kind("apps", ["v1"], "deployments", "Deployment", "deployment", status=True, generation="spec",
+             short=("deploy",), categories=("all",), defaulter=default_deployment, validator=validate_workload,
+             update_validator=validate_workload_update,
+             bookmark={"spec": {"selector": None, "template": {"metadata": {"creationTimestamp": None},
+                                                               "spec": {"containers": None}},
+                                "strategy": {}}, "status": {}}),
+        Kind("apps", ["v1"], "replicasets", "ReplicaSet", "replicaset", status=True, generation="spec",
+             short=("rs",), categories=("all",), defaulter=default_replicaset, validator=validate_workload,
+             update_validator=validate_workload_update,
+             bookmark={"spec": {"selector": None, "template": {"metadata": {"creationTimestamp": None},
+                                                               "spec": {"containers": None}}},
+                       "status": {"replicas": 0}}),
+        Kind("authentication.k8s.io", ["v1"], "selfsubjectreviews", "SelfSubjectReview", "selfsubjectreview",
+             namespaced=False, create_only="self_subject_review"),
         Kind("batch", ["v1"], "jobs", "Job", "job", status=True, generation="spec", fields=("status.successful",),
              defaulter=default_job, validator=validate_job, update_validator=validate_job_update,
              categories=("all",),
              bookmark={"spec": {"template": {"metadata": {"creationTimestamp": None},
                                              "spec": {"containers": None}}}, "status": {}}),
+        Kind(RBAC_GROUP, ["v1"], "clusterroles", "ClusterRole", "clusterrole", namespaced=False, name_rule="path",
+             defaulter=default_role, validator=validate_role, top=("rules", "aggregationRule"),
+             bookmark={"rules": None}),
+        Kind(RBAC_GROUP, ["v1"], "clusterrolebindings", "ClusterRoleBinding", "clusterrolebinding",
+             namespaced=False, name_rule="path", defaulter=default_binding, validator=validate_binding,
+             update_validator=validate_binding_update, top=("subjects", "roleRef"),
+             bookmark={"roleRef": {"apiGroup": "", "kind": "", "name": ""}}),
+        Kind(RBAC_GROUP, ["v1"], "roles", "Role", "role", name_rule="path", defaulter=default_role,
+             validator=validate_role, top=("rules",), bookmark={"rules": None}),
+        Kind(RBAC_GROUP, ["v1"], "rolebindings", "RoleBinding", "rolebinding", name_rule="path",
+             defaulter=default_binding, validator=validate_binding, update_validator=validate_binding_update,
+             top=("subjects", "roleRef"), bookmark={"roleRef": {"apiGroup": "", "kind": "", "name": ""}}),
+        Kind(CRD_GROUP, ["v1"], "customresourcedefinitions", "CustomResourceDefinition",
+             "customresourcedefinition", namespaced=False, status=True, generation="spec", short=("crd", "crds"),
+             defaulter=default_crd, validator=validate_crd,
+             bookmark={"spec": {"group": "", "names": {"plural": "", "kind": ""}, "scope": "", "versions": None},
+                       "status": {"conditions": None, "acceptedNames": {"plural": "", "kind": ""},
+                                  "storedVersions": None}}),
+        Kind("coordination.k8s.io", ["v1"], "leases", "Lease", "lease", create_on_update=True,
+             bookmark={"spec": {}}),
+        Kind("discovery.k8s.io", ["v1"], "endpointslices", "EndpointSlice", "endpointslice",
+             top=("addressType", "endpoints", "ports"), bookmark={"addressType": "", "endpoints": None}),
         Kind("kubeflow.org", ["v2beta1", "v1alpha2"], "mpijobs", "MPIJob", "mpijob", status=True, crd=True),
         Kind("scheduling.volcano.sh", ["v1beta1"], "podgroups", "PodGroup", "podgroup", status=True, crd=True,
              short=("pg", "podgroup-v1beta1")),
@@ -1932,6 +2293,8 @@ class Store:
         self.kinds = []
         self.by_gvr = {}             # (group, version, plural) -> Kind
         self.by_skey = {}
+        self.written = {}            # skey -> resourceVersion of the kind's last write
+        self.on_commit = None        # called after each write: (kind, etype, ns, name, obj, prev)
 
     # ---- kinds ----
     def kind_by_group_kind(self, group, kind_name):
@@ -2002,6 +2365,9 @@ class Store:
             del self.history[:drop]
         for w in list(self.watchers):
             w.offer(ev)
+        self.written[kind.skey] = rv
+        if self.on_commit is not None:
+            self.on_commit(kind, etype, ns, name, obj, prev)
         return obj
 
     def compact(self, storage_only=False):
@@ -2383,9 +2749,70 @@ SERVICE_COLUMNS = [
          "selector.", 1),
 ]
 
+def _template_cells(obj):
+    """Containers, Images, Selector of a Deployment or ReplicaSet (kubectl get -o wide)."""
+    spec = _dict(obj.get("spec"))
+    containers = [_dict(c) for c in _list(_dict(_dict(spec.get("template")).get("spec")).get("containers"))]
+    sel = _dict(spec.get("selector"))
+    return [",".join(str(c.get("name", "")) for c in containers),
+            ",".join(str(c.get("image", "")) for c in containers), _selector_text(sel) if sel else "<none>"]
+
+
+def _binding_row(b, now):
+    ref = _dict(b.get("roleRef"))
+    subjects = [_dict(x) for x in _list(b.get("subjects"))]
+
+    def names(kind):
+        return ",".join(("%s/%s" % (x.get("namespace", ""), x.get("name", "")) if kind == "ServiceAccount"
+                         else str(x.get("name", ""))) for x in subjects if x.get("kind") == kind)
+    return ["%s/%s" % (ref.get("kind", ""), ref.get("name", "")), age(_meta(b).get("creationTimestamp"), now),
+            names("User"), names("Group"), names("ServiceAccount")]
+
+
+TEMPLATE_COLUMNS = [_col("Containers", "string", "Names of each container in the template.", 1),
+                    _col("Images", "string", "Images referenced by each container in the template.", 1),
+                    _col("Selector", "string", "Label selector for pods.", 1)]
+CREATED_AT = [_col("Created At", "date", AGE_COLUMN["description"])]
+
+
+def _binding_columns(what):
+    return [_col("Role", "string", "RoleRef of the %s." % what), AGE_COLUMN,
+            _col("Users", "string", "Users in the %s" % what, 1),
+            _col("Groups", "string", "Groups in the %s" % what, 1),
+            _col("ServiceAccounts", "string", "ServiceAccounts in the %s" % what, 1)]
+
+
 # (group, plural) -> (columns after Name, row function(obj, now) -> cells after the name); events
 # have their own layout, the name last
 BUILTIN_TABLES = {
+    ("", "serviceaccounts"): ([_col("Secrets", "string", "Secrets is a list of the secrets in the same namespace "
+                                    "that pods running using this ServiceAccount are allowed to use."), AGE_COLUMN],
+                              lambda o, now: [len(_list(o.get("secrets"))),
+                                              age(_meta(o).get("creationTimestamp"), now)]),
+    ("apps", "deployments"): ([_col("Ready", "string", "Number of the pod with ready state"),
+                               _col("Up-to-date", "string", "Total number of non-terminated pods targeted by this "
+                                    "deployment that have the desired template spec."),
+                               _col("Available", "string", "Total number of available pods (ready for at least "
+                                    "minReadySeconds) targeted by this deployment."), AGE_COLUMN] + TEMPLATE_COLUMNS,
+                              lambda o, now: ["%d/%d" % (_dict(o.get("status")).get("readyReplicas") or 0,
+                                                         _dict(o.get("spec")).get("replicas") or 0),
+                                              _dict(o.get("status")).get("updatedReplicas") or 0,
+                                              _dict(o.get("status")).get("availableReplicas") or 0,
+                                              age(_meta(o).get("creationTimestamp"), now)] + _template_cells(o)),
+    ("apps", "replicasets"): ([_col("Desired", "integer", "Replicas is the number of desired replicas."),
+                               _col("Current", "integer", "Replicas is the most recently observed number of "
+                                    "replicas."),
+                               _col("Ready", "integer", "The number of ready replicas for this replica set."),
+                               AGE_COLUMN] + TEMPLATE_COLUMNS,
+                              lambda o, now: [_dict(o.get("spec")).get("replicas") or 0,
+                                              _dict(o.get("status")).get("replicas") or 0,
+                                              _dict(o.get("status")).get("readyReplicas") or 0,
+                                              age(_meta(o).get("creationTimestamp"), now)] + _template_cells(o)),
+    (RBAC_GROUP, "clusterroles"): (CREATED_AT, lambda o, now: [_meta(o).get("creationTimestamp")]),
+    (RBAC_GROUP, "roles"): (CREATED_AT, lambda o, now: [_meta(o).get("creationTimestamp")]),
+    (RBAC_GROUP, "clusterrolebindings"): (_binding_columns("clusterRoleBinding"), _binding_row),
+    (RBAC_GROUP, "rolebindings"): (_binding_columns("roleBinding"), _binding_row),
+    (CRD_GROUP, "customresourcedefinitions"): (CREATED_AT, lambda o, now: [_meta(o).get("creationTimestamp")]),
     ("", "pods"): (POD_COLUMNS, _pod_row),
     ("batch", "jobs"): (JOB_COLUMNS, _job_row),
     ("", "services"): (SERVICE_COLUMNS, _service_row),
@@ -2515,7 +2942,11 @@ def _param(name, where, description, ptype="string", required=False):
 def openapi_schema_name(kind, version):
     """The components/schemas key of a kind: io.k8s.api.core.v1.Pod, org.kubeflow.v2beta1.MPIJob."""
     if not kind.crd:
-        pkg = {"": "core", "batch": "batch", "coordination.k8s.io": "coordination"}.get(kind.group, kind.group)
+        if kind.group == CRD_GROUP:
+            return "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.%s.%s" % (version, kind.kind)
+        pkg = {"": "core", "batch": "batch", "coordination.k8s.io": "coordination", RBAC_GROUP: "rbac",
+               "discovery.k8s.io": "discovery", "authentication.k8s.io": "authentication"}.get(kind.group,
+                                                                                               kind.group)
         return "io.k8s.api.%s.%s.%s" % (pkg, version, kind.kind)
     return "%s.%s.%s" % (".".join(reversed(kind.group.split("."))), version, kind.kind)
 
@@ -2553,6 +2984,11 @@ def openapi_gv_document(kinds, group, version):
         if kind.namespaced:
             common.insert(0, _param("namespace", "path", "object name and auth scope", required=True))
         named = [_param("name", "path", "name of the %s" % kind.kind, required=True)] + common
+        if kind.create_only:
+            paths[base] = {"post": op("post", write_params, body), "parameters": common}
+            schemas[openapi_schema_name(kind, version)] = {"type": "object", "x-kubernetes-preserve-unknown-fields":
+                                                           True, "x-kubernetes-group-version-kind": [gvk]}
+            continue
         paths[base] = {"get": op("list"), "post": op("post", write_params, body),
                        "delete": op("deletecollection"), "parameters": common}
         patch = op("patch", write_params + [_param("force", "query", "Force is going to \"force\" Apply requests.",
@@ -2611,6 +3047,7 @@ class Request:
         self.protobuf_error = None
         self.user_agent = ""
         self.watch = False
+        self.user = None            # who the credentials are (Api.identify)
 
     def q(self, key, default=None):
         v = self.query.get(key)
@@ -2626,9 +3063,19 @@ class Api:
             self.install_mpijob_crd(load_crd_file(mpijob_crd))
         self.startup_tokens = set(tokens)
         self.tokens = set(tokens)
-        self.authorizer = None          # rbac.Authorizer when --rbac is given
-        self.rbac_tokens = {}           # token -> user name, authorized by RBAC
+        self.rbac_tokens = {}           # token -> user name, authorized by RBAC (--rbac-token)
+        self.rbac_user = None           # that user, whose granted requests MPIJOB_TEST_RBAC_USAGE records
+        self.rbac_objects = []          # the objects of the --rbac files, stored at start and after a reset
+        self.rbac_namespaces = []       # the namespaces those files name (launch.py creates them on a real server)
         self.rbac_said = set()          # refusals already written to stderr
+        self._authz = (None, None)      # (RBAC objects' versions, rbac.Authorizer over them)
+        # --control-plane: kube-controller-manager's serviceaccount and root-ca-cert-publisher
+        # controllers and the ServiceAccount admission plugin, which launch.py turns off on a real
+        # kube-apiserver running without the controller-manager
+        self.service_accounts = False
+        self.issuer = None              # serviceaccounts.Issuer, once the port is known
+        self.ca_pem = ""                # what kube-root-ca.crt publishes
+        self.controllers = False        # the control plane's controllers run (start_controllers)
         self.bookmark_interval = bookmark_interval
         self.meta_lock = threading.Lock()
         self.log = []
@@ -2638,6 +3085,7 @@ class Api:
         self.port = 0
         self.server = None              # the ServerHost, for restart
         self.system_namespaces = ["default", "kube-node-lease", "kube-public", "kube-system"]
+        self.store.on_commit = self.on_commit
         with self.store.lock:
             ns_kind = self.store.by_gvr[("", "v1", "namespaces")]
             for n in self.system_namespaces:
@@ -2649,6 +3097,7 @@ class Api:
         on a real server with that CRD installed."""
         if crd is not None:
             kind = self.store.by_gvr[("kubeflow.org", "v2beta1", "mpijobs")]
+            kind.crd_object = crd
             install_crd_schemas(kind, crd)
             kind.printer_columns = printer_columns_of(crd)
             names = _dict(_dict(crd.get("spec")).get("names"))
@@ -2841,6 +3290,8 @@ class Api:
             meta["generation"] = 1
         if kind.defaulter and name:
             kind.defaulter(obj, True)
+        if kind.skey == ("", "pods") and self.service_accounts and name:
+            self._admit_service_account(obj, ns, (body.get("metadata") or {}) if isinstance(body, dict) else {})
         errors = []
         if not name:
             errors.append(fe_required("metadata.name", "name or generateName is required"))
@@ -2858,6 +3309,22 @@ class Api:
             obj["metadata"]["resourceVersion"] = ""
             return obj
         return self.store.commit(kind, ADDED, ns, name, obj, None)
+
+    def _admit_service_account(self, pod, ns, given_meta):
+        """The ServiceAccount admission plugin (mutating admission runs before validation and
+        before a generateName is filled in, which is the name its refusal then quotes)."""
+        sa_kind = self.store.by_gvr[("", "v1", "serviceaccounts")]
+        why = serviceaccounts.admit_pod(pod, ns, lambda n, name: self.store.get(sa_kind, n, name), generate_suffix)
+        if why:
+            shown = given_meta.get("name") or given_meta.get("generateName") or ""
+            raise api_error(403, "Forbidden", 'pods "%s" is forbidden: %s' % (shown, why),
+                            {"name": shown, "kind": "pods"})
+        spec = pod.get("spec")
+        if isinstance(spec, dict):
+            for key in ("initContainers", "containers"):
+                if isinstance(spec.get(key), list):
+                    spec[key] = [ordered(c, CONTAINER_ORDER) for c in spec[key]]
+            pod["spec"] = ordered(spec, POD_SPEC_ORDER)
 
     # ------------------------------------------------------------------ update
     def _update_object(self, kind, version, ns, name, old, new, sub, req, warnings, rv_required,
@@ -3053,11 +3520,384 @@ class Api:
                 if ons == ns:
                     self.store.commit(kind, DELETED, ons, oname, copy.deepcopy(obj), obj)
 
+    # ------------------------------------------------------------------ the control plane
+    # What kube-apiserver's own controllers keep in place: the `kubernetes` Service and the
+    # serving of each CustomResourceDefinition (establishing controller); with --control-plane
+    # also what kube-controller-manager does for pods' in-cluster configuration: each namespace's
+    # `default` ServiceAccount (serviceaccount controller) and kube-root-ca.crt ConfigMap
+    # (root-ca-cert-publisher). The real ones act a moment after the write they follow; here they
+    # act within it, so a namespace comes with its ServiceAccount.
+
+    RBAC_SKEYS = tuple((RBAC_GROUP, p) for p in ("clusterroles", "clusterrolebindings", "roles", "rolebindings"))
+
+    def _kind(self, group, plural):
+        return self.store.by_skey.get((group, plural))
+
+    def start_controllers(self, ca_pem, port):
+        """Starts the controllers once the port and the CA are known; objects that exist already
+        (the system namespaces, those the --rbac files name) get what they would have got."""
+        self.ca_pem = ca_pem
+        self.port = port
+        self.issuer = serviceaccounts.Issuer("https://127.0.0.1:%d" % port)
+        with self.store.lock:
+            self.controllers = True
+            self._seed()
+
+    def _seed(self):
+        self._ensure_kubernetes_service()
+        ns_kind = self._kind("", "namespaces")
+        for n in self.rbac_namespaces:
+            if self.store.get(ns_kind, None, n) is None:
+                self._create_object(ns_kind, "v1", None, {"apiVersion": "v1", "kind": "Namespace",
+                                                          "metadata": {"name": n}}, {})
+        if self.service_accounts:
+            for (_, n) in sorted(self.store.objects[("", "namespaces")]):
+                self._ensure_namespace_content(n)
+        self._store_rbac_objects()
+        for kind in list(self.store.kinds):
+            if kind.crd:
+                self._ensure_crd_object(kind)
+
+    def _namespace_exists(self, ns):
+        return ns is not None and self.store.get(self._kind("", "namespaces"), None, ns) is not None
+
+    def _ensure_kubernetes_service(self):
+        """The `kubernetes` Service as kube-apiserver reconciles it. Its Endpoints and
+        EndpointSlice are not written: a real kube-apiserver advertising 127.0.0.1 cannot write
+        them either (an Endpoints address may not be in the loopback range), so clients reach the
+        API server through this Service's targetPort on 127.0.0.1 (launch.py's info.json)."""
+        svc = self._kind("", "services")
+        if self.store.get(svc, "default", "kubernetes") is None:
+            self._create_object(svc, "v1", "default", {
+                "apiVersion": "v1", "kind": "Service",
+                "metadata": {"name": "kubernetes", "labels": {"component": "apiserver", "provider": "kubernetes"}},
+                "spec": {"ports": [{"name": "https", "protocol": "TCP", "port": KUBERNETES_SERVICE_PORT,
+                                    "targetPort": self.port}],
+                         "clusterIP": KUBERNETES_SERVICE_IP, "type": "ClusterIP", "sessionAffinity": "None"}}, {})
+
+    def _ensure_namespace_content(self, ns):
+        sa = self._kind("", "serviceaccounts")
+        if self.store.get(sa, ns, serviceaccounts.DEFAULT_NAME) is None:
+            self._create_object(sa, "v1", ns, {"apiVersion": "v1", "kind": "ServiceAccount",
+                                               "metadata": {"name": serviceaccounts.DEFAULT_NAME}}, {})
+        self._publish_root_ca(ns)
+
+    def _publish_root_ca(self, ns):
+        """kube-controller-manager's root-ca-cert-publisher: kube-root-ca.crt holds the CA the
+        server's certificate chains to, and is put back when changed or deleted."""
+        cm = self._kind("", "configmaps")
+        name = serviceaccounts.ROOT_CA_CONFIGMAP
+        data = {"ca.crt": self.ca_pem}
+        cur = self.store.get(cm, ns, name)
+        if cur is None:
+            self._create_object(cm, "v1", ns, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+                "name": name, "annotations": {"kubernetes.io/description": serviceaccounts.ROOT_CA_DESCRIPTION}},
+                "data": data}, {})
+            return
+        ann = (cur["metadata"].get("annotations") or {})
+        if cur.get("data") == data and ann.get("kubernetes.io/description"):
+            return
+        new = copy.deepcopy(cur)
+        new["data"] = data
+        new["metadata"]["annotations"] = dict(ann, **{"kubernetes.io/description":
+                                                      serviceaccounts.ROOT_CA_DESCRIPTION})
+        self._update_object(cm, "v1", ns, name, cur, new, "", None, [], rv_required=False, from_patch=True)
+
+    def _store_rbac_objects(self):
+        """The ServiceAccount and RBAC objects of the --rbac files, created as launch.py creates
+        them on a real server (those missing only)."""
+        for doc in self.rbac_objects:
+            kind = self.store.kind_by_group_kind(str(doc.get("apiVersion", "")).rpartition("/")[0], doc.get("kind"))
+            meta = doc.get("metadata") or {}
+            ns = (meta.get("namespace") or "default") if kind.namespaced else None
+            if self.store.get(kind, ns, meta.get("name")) is not None:
+                continue
+            try:
+                self._create_object(kind, kind.versions[0], ns, doc, {})
+            except ApiError as e:
+                raise RuntimeError("--rbac: cannot store %s %s: %s" % (doc.get("kind"), meta.get("name"),
+                                                                      e.body.get("message")))
+
+    def _ensure_crd_object(self, kind):
+        """A CustomResourceDefinition for a custom resource the double serves of its own (the
+        project's MPIJob CRD, the PodGroup CRDs, --extra-crd), as they would be installed."""
+        crds = self._kind(CRD_GROUP, "customresourcedefinitions")
+        if crds is None or self.store.get(crds, None, "%s.%s" % (kind.plural, kind.group)) is not None:
+            return
+        if kind.crd_object is not None:
+            body = copy.deepcopy(kind.crd_object)
+            body.pop("status", None)
+            strip_server_meta(body.setdefault("metadata", {}))
+        else:
+            preserve = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+            versions = []
+            for i, v in enumerate(kind.versions):
+                ver = {"name": v, "served": True, "storage": i == 0,
+                       "schema": {"openAPIV3Schema": copy.deepcopy(kind.schema_for(v) or preserve)}}
+                if kind.status:
+                    ver["subresources"] = {"status": {}}
+                versions.append(ver)
+            names = {"plural": kind.plural, "singular": kind.singular, "kind": kind.kind,
+                     "listKind": kind.kind + "List"}
+            if kind.short:
+                names["shortNames"] = list(kind.short)
+            if kind.categories:
+                names["categories"] = list(kind.categories)
+            body = {"apiVersion": CRD_GROUP + "/v1", "kind": "CustomResourceDefinition",
+                    "metadata": {"name": "%s.%s" % (kind.plural, kind.group)},
+                    "spec": {"group": kind.group, "names": names,
+                             "scope": "Namespaced" if kind.namespaced else "Cluster", "versions": versions}}
+        try:
+            self._create_object(crds, "v1", None, body, {})
+        except ApiError as e:
+            say_once("no CustomResourceDefinition for %s: %s" % (kind.qualified, e.body.get("message")))
+
+    def on_commit(self, kind, etype, ns, name, obj, prev):
+        """The controllers, after every write (the store lock held)."""
+        if not self.controllers:
+            return
+        skey = kind.skey
+        if skey == ("", "namespaces"):
+            if etype == ADDED and self.service_accounts:
+                self._ensure_namespace_content(name)
+        elif skey == ("", "serviceaccounts"):
+            if etype == DELETED and name == serviceaccounts.DEFAULT_NAME and self.service_accounts and \
+                    self._namespace_exists(ns):
+                self._ensure_namespace_content(ns)
+        elif skey == ("", "configmaps"):
+            if name == serviceaccounts.ROOT_CA_CONFIGMAP and etype != ADDED and self.service_accounts and \
+                    self._namespace_exists(ns):
+                self._publish_root_ca(ns)
+        elif skey == ("", "services"):
+            if etype == DELETED and ns == "default" and name == "kubernetes":
+                self._ensure_kubernetes_service()
+        elif skey == (CRD_GROUP, "customresourcedefinitions"):
+            self._crd_changed(kind, etype, obj, prev)
+
+    def _crd_changed(self, crds, etype, obj, prev):
+        """apiextensions-apiserver: a new CRD is established and its resource served; a changed
+        one is served anew; a deleted one takes its objects with it (DELETED events), then is
+        served no more."""
+        spec = obj.get("spec") or {}
+        skey = (spec.get("group"), (spec.get("names") or {}).get("plural"))
+        served = self.store.by_skey.get(skey)
+        if etype == DELETED:
+            if served is not None and served.crd:
+                for (ons, oname), o in sorted(self.store.objects.get(skey, {}).items()):
+                    self.store.commit(served, DELETED, ons, oname, copy.deepcopy(o), o)
+                self.store.remove_kind(served)
+            return
+        if etype == ADDED:
+            new = copy.deepcopy(obj)
+            names = new["spec"].get("names") or {}
+            now = now_rfc3339()
+            new["status"] = {
+                "conditions": [
+                    {"type": "NamesAccepted", "status": "True", "lastTransitionTime": now, "reason": "NoConflicts",
+                     "message": "no conflicts found"},
+                    {"type": "Established", "status": "True", "lastTransitionTime": now,
+                     "reason": "InitialNamesAccepted", "message": "the initial names have been accepted"}],
+                "acceptedNames": {k: names[k] for k in ("plural", "singular", "shortNames", "kind", "listKind",
+                                                        "categories") if k in names},
+                "storedVersions": (obj.get("status") or {}).get("storedVersions") or []}
+            self.store.commit(crds, MODIFIED, None, obj["metadata"]["name"], new, obj)
+            if served is not None:
+                return          # one of the double's own kinds: served already
+        elif prev is not None and prev.get("spec") == obj.get("spec"):
+            return
+        try:
+            self.store.add_kind(kind_from_crd(obj))
+        except (KeyError, TypeError, AttributeError, ValueError) as e:
+            say_once("cannot serve the CustomResourceDefinition %s: %s" % (obj["metadata"].get("name"), e))
+
+    # ------------------------------------------------------------------ authentication, authorization
+    ADMIN = {"username": "admin", "uid": "admin-uid", "groups": ["system:masters", "system:authenticated"]}
+
+    def identify(self, token):
+        """(user, restricted) for a bearer token: the user as a SelfSubjectReview shows it, and
+        whether RBAC decides its requests; (None, False) for a token the server refuses. The
+        startup tokens are the administrator (system:masters) of launch.py's real server."""
+        if token is None:
+            return None, False
+        with self.meta_lock:
+            name = self.rbac_tokens.get(token)
+            admin = token in self.tokens
+        if name is not None:
+            user = {"username": name, "uid": "operator-uid",
+                    "groups": sorted(rbac.Authorizer.groups_of(name) - {"system:authenticated"}) +
+                    ["system:authenticated"]}
+            return user, True
+        if admin:
+            return copy.deepcopy(self.ADMIN), False
+        user = self.authenticate_service_account(token)
+        return (user, True) if user is not None else (None, False)
+
+    def authenticate_service_account(self, token):
+        """The user of a token this server issued (TokenRequest), while it is unexpired, its
+        ServiceAccount exists with the same uid and so does the Pod or Secret it is bound to.
+        (A real server caches an accepted token for up to 10 s; this one checks every request.)"""
+        if self.issuer is None or token.count(".") != 2:
+            return None
+        claims = self.issuer.claims(token)
+        if claims is None:
+            return None
+        priv = claims["kubernetes.io"]
+        sa_ref = priv.get("serviceaccount")
+        ns = priv.get("namespace")
+        if not isinstance(sa_ref, dict) or not isinstance(ns, str):
+            return None
+        with self.store.lock:
+            sa = self.store.get(self._kind("", "serviceaccounts"), ns, sa_ref.get("name"))
+            if sa is None or sa["metadata"]["uid"] != sa_ref.get("uid") or sa["metadata"].get("deletionTimestamp"):
+                return None
+            for what, plural, namespaced in (("pod", "pods", True), ("secret", "secrets", True),
+                                             ("node", "nodes", False)):
+                ref = priv.get(what)
+                if ref is None or (what == "node" and "pod" in priv):
+                    continue          # a pod-bound token's node claims are information only
+                kind = self._kind("", plural)
+                bound = self.store.get(kind, ns if namespaced else None, ref.get("name")) if kind else None
+                if bound is None or bound["metadata"]["uid"] != ref.get("uid"):
+                    return None
+        return serviceaccounts.user_of(claims)
+
+    def rbac_authorizer(self):
+        """rbac.Authorizer over the RBAC objects stored now (rebuilt when one of them changes)."""
+        with self.store.lock:
+            key = tuple(self.store.written.get(k, 0) for k in self.RBAC_SKEYS)
+            if self._authz[0] != key:
+                docs = []
+                for k in self.RBAC_SKEYS:
+                    docs.extend(obj for _, obj in sorted(self.store.objects.get(k, {}).items()))
+                self._authz = (key, rbac.Authorizer(docs=docs))
+            return self._authz[1]
+
+    # ------------------------------------------------------------------ TokenRequest, SelfSubjectReview
+    def do_token(self, req):
+        """POST serviceaccounts/NAME/token (TokenREST.Create of kube-apiserver 1.32)."""
+        self._require_json(req)
+        body = self._body(req)
+        if not isinstance(body, dict):
+            raise err_bad_request("the body of the request must be a JSON object")
+        k, av = body.get("kind"), body.get("apiVersion")
+        if k and k != "TokenRequest":
+            v = str(av or "").rpartition("/")[2]
+            raise err_bad_request('%s in version "%s" cannot be handled as a TokenRequest: converting (%s.%s) to '
+                                  '(authentication.TokenRequest): unknown conversion' % (k, v, v, k))
+        meta = body.get("metadata") if isinstance(body.get("metadata"), dict) else {}
+        name, ns = req.name, req.ns
+
+        def invalid(obj_name, errors):
+            details = {"group": "authentication.k8s.io", "kind": "TokenRequest",
+                       "causes": [e.cause() for e in errors]}
+            if obj_name:
+                details = dict({"name": obj_name}, **details)
+            agg = str(errors[0]) if len(errors) == 1 else "[" + ", ".join(str(e) for e in errors) + "]"
+            return api_error(422, "Invalid", 'TokenRequest.authentication.k8s.io "%s" is invalid: %s' % (
+                obj_name, agg), details)
+
+        if meta.get("name") and meta["name"] != name:
+            raise invalid(name, [fe_invalid("metadata.name", meta["name"],
+                                            "must match the service account name if specified")])
+        if meta.get("namespace") and meta["namespace"] != ns:
+            raise invalid(name, [fe_invalid("metadata.namespace", meta["namespace"],
+                                            "must match the service account namespace if specified")])
+        spec = body.get("spec") if isinstance(body.get("spec"), dict) else {}
+        audiences = spec.get("audiences") or list(self.issuer.audiences)
+        seconds = spec.get("expirationSeconds")
+        if seconds is None:
+            seconds = serviceaccounts.DEFAULT_EXPIRATION
+        if not isinstance(seconds, int) or isinstance(seconds, bool):
+            raise err_bad_request('TokenRequest in version "v1" cannot be handled as a TokenRequest: json: cannot '
+                                  'unmarshal %s into Go struct field TokenRequestSpec.spec.expirationSeconds of '
+                                  'type int64' % json_type(seconds).replace("integer", "number"))
+        ref = spec.get("boundObjectRef") if isinstance(spec.get("boundObjectRef"), dict) else None
+        with self.store.lock:
+            if not self._namespace_exists(ns):
+                raise api_error(404, "NotFound", 'namespaces "%s" not found' % ns,
+                                {"name": ns, "kind": "namespaces"})
+            sa_kind = req.kind
+            sa = self.store.get(sa_kind, ns, name)
+            if sa is None:
+                raise sa_kind.not_found(name)
+            errors = []
+            if seconds < serviceaccounts.MIN_EXPIRATION:
+                errors.append(fe_invalid("spec.expirationSeconds", seconds,
+                                         "may not specify a duration less than 10 minutes"))
+            if seconds > serviceaccounts.MAX_EXPIRATION:
+                errors.append(fe_invalid("spec.expirationSeconds", seconds,
+                                         "may not specify a duration larger than 2^32 seconds"))
+            if errors:
+                raise invalid(meta.get("name") or "", errors)
+            bound = node = None
+            if ref is not None:
+                group, _, version = str(ref.get("apiVersion") or "").rpartition("/")
+                rkind, rname = ref.get("kind") or "", ref.get("name") or ""
+                plural = {"Pod": "pods", "Secret": "secrets", "Node": "nodes"}.get(rkind) if not group else None
+                if plural is None:
+                    raise err_bad_request("cannot bind token to object of type %s/%s, Kind=%s" % (
+                        group, version, rkind))
+                okind = self._kind("", plural)
+                target = self.store.get(okind, ns if okind.namespaced else None, rname) if okind else None
+                if target is None:
+                    raise api_error(404, "NotFound", '%s "%s" not found' % (plural, rname),
+                                    {"name": rname, "kind": plural})
+                if rkind == "Pod":
+                    if ((target.get("spec") or {}).get("serviceAccountName") or "") != name:
+                        raise err_bad_request('cannot bind token for serviceaccount "%s" to pod running with '
+                                              'different serviceaccount name.' % name)
+                    node_name = (target.get("spec") or {}).get("nodeName")
+                    nodes = self._kind("", "nodes")
+                    n = self.store.get(nodes, None, node_name) if node_name and nodes else None
+                    if n is not None:
+                        node = (node_name, n["metadata"]["uid"])
+                uid = target["metadata"]["uid"]
+                if ref.get("uid") and ref["uid"] != uid:
+                    raise api_error(409, "Conflict", 'Operation cannot be fulfilled on %s "%s": the UID in the '
+                                    'bound object reference (%s) does not match the UID in record. The object might '
+                                    'have been deleted and then recreated' % (rkind, rname, ref["uid"]),
+                                    {"name": rname, "kind": rkind})
+                bound = (rkind.lower(), rname, uid)
+            now = time.time()
+            token, _ = self.issuer.token(ns, sa, audiences, seconds, bound, node, now)
+        out_meta = {k: v for k, v in meta.items() if k not in ("uid", "resourceVersion", "generation",
+                                                               "managedFields", "selfLink")}
+        out_meta.update(name=name, namespace=ns, creationTimestamp=time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                                                   time.gmtime(now)))
+        out_ref = None
+        if ref is not None:
+            out_ref = {k: ref[k] for k in ("kind", "apiVersion", "name", "uid") if ref.get(k)}
+        out = {"kind": "TokenRequest", "apiVersion": "authentication.k8s.io/v1",
+               "metadata": ordered(out_meta, META_ORDER),
+               "spec": {"audiences": list(audiences), "expirationSeconds": seconds, "boundObjectRef": out_ref},
+               "status": {"token": token, "expirationTimestamp": time.strftime(
+                   "%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(now) + seconds))}}
+        return 201, out, {}
+
+    def self_subject_review(self, req):
+        """POST authentication.k8s.io/v1 selfsubjectreviews: who the request's credentials are."""
+        self._require_json(req)
+        body = self._body(req)
+        if not isinstance(body, dict):
+            raise err_bad_request("the body of the request must be a JSON object")
+        user = dict(req.user or {})
+        info = {k: user[k] for k in ("username", "uid", "groups", "extra") if user.get(k)}
+        return 201, {"kind": "SelfSubjectReview", "apiVersion": "authentication.k8s.io/v1",
+                     "metadata": {"creationTimestamp": now_rfc3339()}, "status": {"userInfo": info}}, {}
+
     # ------------------------------------------------------------------ request handling
     def handle(self, req):
         """Returns (code, body_dict, headers) or raises ApiError. Watches are handled by the caller."""
         kind = req.kind
         m = req.method
+        if kind.create_only:
+            if m == "POST" and not req.name:
+                return getattr(self, kind.create_only)(req)
+            raise err_method_not_allowed()
+        if req.sub == "token":
+            if m == "POST":
+                return self.do_token(req)
+            raise err_method_not_allowed()
         if req.name == "":
             if m == "GET":
                 return self.do_list(req)
@@ -3568,7 +4408,10 @@ class Api:
                 kind = kind_from_crd(body)
             except (KeyError, TypeError, AttributeError) as e:
                 raise err_bad_request("bad CRD description: missing %s" % e)
-            self.store.add_kind(kind)
+            with self.store.lock:
+                self.store.add_kind(kind)
+                if self.controllers:
+                    self._ensure_crd_object(kind)
             return {"ok": True}
         raise err_not_found_generic()
 
@@ -3624,13 +4467,22 @@ class Api:
         return {"ok": True}
 
     def reset(self):
+        """Deletes every object but the system namespaces, then puts back what the server starts
+        with (the `kubernetes` Service, each namespace's ServiceAccount and kube-root-ca.crt, the
+        --rbac objects, a CustomResourceDefinition for each custom resource served)."""
         with self.store.lock:
-            for kind in list(self.store.kinds):
-                for (ons, oname), obj in sorted(self.store.objects[kind.skey].items()):
-                    if kind.skey == ("", "namespaces") and oname in self.system_namespaces:
-                        continue
-                    self.store.commit(kind, DELETED, ons, oname, copy.deepcopy(obj), obj)
-            self.store.applied = {}
+            running, self.controllers = self.controllers, False
+            try:
+                for kind in list(self.store.kinds):
+                    for (ons, oname), obj in sorted(self.store.objects[kind.skey].items()):
+                        if kind.skey == ("", "namespaces") and oname in self.system_namespaces:
+                            continue
+                        self.store.commit(kind, DELETED, ons, oname, copy.deepcopy(obj), obj)
+                self.store.applied = {}
+            finally:
+                self.controllers = running
+            if running:
+                self._seed()
 
     def take_fault(self, verb, resource):
         with self.meta_lock:
@@ -3725,7 +4577,8 @@ class Api:
                     gvk = {"group": g, "version": v, "kind": k.kind}
                     r = {"resource": k.plural, "responseKind": gvk,
                          "scope": "Namespaced" if k.namespaced else "Cluster", "singularResource": k.singular,
-                         "verbs": (["delete", "deletecollection", "get", "list", "patch", "create", "update",
+                         "verbs": (["create"] if k.create_only else
+                                   ["delete", "deletecollection", "get", "list", "patch", "create", "update",
                                     "watch"] if k.crd else
                                    ["create", "delete", "deletecollection", "get", "list", "patch", "update",
                                     "watch"])}
@@ -3733,9 +4586,15 @@ class Api:
                         r["shortNames"] = list(k.short)
                     if k.categories:
                         r["categories"] = list(k.categories)
+                    subs = []
                     if k.status:
-                        r["subresources"] = [{"subresource": "status", "responseKind": gvk,
-                                              "verbs": ["get", "patch", "update"]}]
+                        subs.append({"subresource": "status", "responseKind": gvk,
+                                     "verbs": ["get", "patch", "update"]})
+                    for sub, (sg, sv, skind, sverbs) in sorted(k.subresources.items()):
+                        subs.append({"subresource": sub, "responseKind": {"group": sg, "version": sv, "kind": skind},
+                                     "verbs": list(sverbs)})
+                    if subs:
+                        r["subresources"] = subs
                     resources.append(r)
                 versions.append({"version": v, "resources": resources, "freshness": "Current"})
             meta = {"name": g, "creationTimestamp": None} if g else {"creationTimestamp": None}
@@ -3752,7 +4611,9 @@ class Api:
         kinds = [k for k in self.store.kinds if k.group == group and version in k.versions]
         kinds.sort(key=lambda k: k.plural)
         for k in kinds:
-            if k.crd:
+            if k.create_only:
+                verbs = ["create"]
+            elif k.crd:
                 verbs = ["delete", "deletecollection", "get", "list", "patch", "create", "update", "watch"]
             else:
                 verbs = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
@@ -3767,6 +4628,9 @@ class Api:
             if k.status:
                 resources.append({"name": k.plural + "/status", "singularName": "", "namespaced": k.namespaced,
                                   "kind": k.kind, "verbs": ["get", "patch", "update"]})
+            for sub, (sg, sv, skind, sverbs) in sorted(k.subresources.items()):
+                resources.append({"name": "%s/%s" % (k.plural, sub), "singularName": "", "namespaced": k.namespaced,
+                                  "group": sg, "version": sv, "kind": skind, "verbs": list(sverbs)})
         if legacy:
             return {"kind": "APIResourceList", "groupVersion": "v1", "resources": resources}
         return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "%s/%s" % (group, version),
@@ -3808,7 +4672,7 @@ class Api:
         name = rest[1] if len(rest) > 1 else ""
         sub = rest[2] if len(rest) > 2 else ""
         binding = sub == "binding" and kind.skey == ("", "pods")
-        if sub and not binding and (sub != "status" or not kind.status):
+        if sub and not binding and sub not in kind.subresources and (sub != "status" or not kind.status):
             raise err_not_found_generic()
         if len(rest) > 1 and not name:
             raise err_not_found_generic()
@@ -4100,23 +4964,27 @@ class Handler(BaseHTTPRequestHandler):
             self._send_json(e.code, e.body, e.headers, req)
 
     def _authorize(self, req, user, entry):
-        """RBAC for a restricted token: 403 Forbidden, as kube-apiserver answers, for anything its
-        roles do not grant; and OwnerReferencesPermissionEnforcement for blockOwnerDeletion."""
+        """RBAC for a restricted token (--rbac-token, ServiceAccount tokens), over the RBAC objects
+        stored now: 403 Forbidden, as kube-apiserver answers, for anything the roles do not grant;
+        and OwnerReferencesPermissionEnforcement for blockOwnerDeletion."""
         api = self.api
+        authorizer = api.rbac_authorizer()
         info = rbac.request_info(req.method, req.path, req.query)
         entry.update(user=user)
-        if not api.authorizer.allowed(user, info):
-            details = {"kind": info.resource} if info.resource_request else None
-            if details is not None and info.name:
-                details["name"] = info.name
-            if details is not None and info.group:
-                details["group"] = info.group
-            msg = api.authorizer.forbidden_message(user, info)
+        if not authorizer.allowed(user, info):
+            details = {}
+            if info.resource_request:
+                if info.name:
+                    details["name"] = info.name
+                if info.group:
+                    details["group"] = info.group
+                details["kind"] = info.resource
+            msg = authorizer.forbidden_message(user, info)
             if msg not in api.rbac_said:   # each refusal said once, so a failing test shows why
                 api.rbac_said.add(msg)
                 sys.stderr.write("apiserver: RBAC: %s\n" % msg)
             raise api_error(403, "Forbidden", msg, details)
-        usage = os.environ.get("MPIJOB_TEST_RBAC_USAGE")
+        usage = os.environ.get("MPIJOB_TEST_RBAC_USAGE") if user == api.rbac_user else None
         if usage and info.resource_request:
             # One line per granted request: which rules a test suite really needs (rbac_coverage.py).
             line = "%s %s %s %s\n" % (info.verb, info.group or '""',
@@ -4136,7 +5004,7 @@ class Handler(BaseHTTPRequestHandler):
             group = str(ref.get("apiVersion", "")).rpartition("/")[0]
             kind = api.store.kind_by_group_kind(group, ref.get("kind"))
             plural = kind.plural if kind is not None else str(ref.get("kind", "")).lower() + "s"
-            granted = api.authorizer.owner_finalizer_allowed(user, info.namespace, group, plural, ref.get("name", ""))
+            granted = authorizer.owner_finalizer_allowed(user, info.namespace, group, plural, ref.get("name", ""))
             if granted and usage:
                 fd = os.open(usage, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
                 try:
@@ -4147,27 +5015,29 @@ class Handler(BaseHTTPRequestHandler):
                 name = info.name or (req.body_json.get("metadata") or {}).get("name", "")
                 msg = ('%s "%s" is forbidden: cannot set blockOwnerDeletion if an ownerReference refers to a '
                        'resource you can\'t set finalizers on: User "%s" cannot update resource "%s/finalizers" '
-                       'in API group "%s" in the namespace "%s"' % (info.resource, name, user, plural, group,
-                                                                     info.namespace))
+                       'in API group "%s" in the namespace "%s"' % (
+                           info.resource + ("." + info.group if info.group else ""), name, user, plural, group,
+                           info.namespace))
                 if msg not in api.rbac_said:
                     api.rbac_said.add(msg)
                     sys.stderr.write("apiserver: RBAC: %s\n" % msg)
-                raise api_error(403, "Forbidden", msg, {"name": name, "kind": info.resource})
+                details = {"name": name, "group": info.group, "kind": info.resource} if info.group else \
+                    {"name": name, "kind": info.resource}
+                raise api_error(403, "Forbidden", msg, details)
 
     def _serve(self, req, segs, token, body_exc, entry):
         api = self.api
         public = req.method == "GET" and segs in (["version"], ["healthz"], ["readyz"], ["livez"])
-        with api.meta_lock:
-            user = api.rbac_tokens.get(token) if token is not None else None
-            authed = token is not None and (token in api.tokens or user is not None)
-        if token is not None and not authed:
+        user, restricted = api.identify(token)
+        if token is not None and user is None:
             raise err_unauthorized()
-        if not authed and not public:
+        if user is None and not public:
             raise err_unauthorized()
+        req.user = user
         if body_exc:
             raise body_exc
-        if user is not None:
-            self._authorize(req, user, entry)
+        if restricted:
+            self._authorize(req, user["username"], entry)
 
         # classify for the log and for failNext
         is_api = bool(segs) and segs[0] in ("api", "apis")
@@ -4551,12 +5421,22 @@ subjectKeyIdentifier = hash
 basicConstraints = critical,CA:FALSE
 keyUsage = critical,digitalSignature,keyEncipherment
 extendedKeyUsage = serverAuth
-subjectAltName = IP:127.0.0.1,DNS:localhost
+subjectAltName = @names
+[names]
+IP.1 = 127.0.0.1
+IP.2 = 10.96.0.1
+DNS.1 = localhost
+DNS.2 = kubernetes
+DNS.3 = kubernetes.default
+DNS.4 = kubernetes.default.svc
+DNS.5 = kubernetes.default.svc.cluster.local
 """
 
 
 def make_certs(d):
-    """CA and server certificate for 127.0.0.1 (EC P-256) with the openssl command-line tool."""
+    """CA and server certificate (EC P-256) with the openssl command-line tool, for the names a
+    real API server's certificate holds: 127.0.0.1, the `kubernetes` Service's ClusterIP
+    10.96.0.1 and kubernetes, kubernetes.default, kubernetes.default.svc(.cluster.local)."""
     cnf = os.path.join(d, "openssl.cnf")
     with open(cnf, "w") as f:
         f.write(OPENSSL_CNF)
@@ -4604,6 +5484,16 @@ def kubeconfig_text(server, ca_pem, token):
             "current-context: double\n") % (server, ca_b64, token)
 
 
+def kubernetes_service_info(port):
+    """How a pod reaches the API server: the `kubernetes` Service's ClusterIP and port, and the
+    address behind it (what a node's proxy forwards to)."""
+    return {"ip": KUBERNETES_SERVICE_IP, "port": KUBERNETES_SERVICE_PORT, "target": "127.0.0.1:%d" % port}
+
+
+def info_json(port):
+    return {"kind": "double", "kubernetesService": kubernetes_service_info(port)}
+
+
 def write_atomic(path, text):
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
@@ -4634,6 +5524,11 @@ def main(argv=None):
                     help="the bearer token RBAC applies to; its kubeconfig is <state-dir>/operator.kubeconfig")
     ap.add_argument("--rbac-user", default="",
                     help="the user that token authenticates as (default: the ServiceAccount the files define)")
+    ap.add_argument("--control-plane", action="store_true",
+                    help="also do what kube-controller-manager does for pods' in-cluster configuration (a "
+                         "default ServiceAccount and kube-root-ca.crt in every namespace) and admit pods with "
+                         "the ServiceAccount plugin; without it the double is kube-apiserver as launch.py runs "
+                         "it alone")
     args = ap.parse_args(argv)
     tokens = args.token or ["test-token"]
     d = os.path.abspath(args.state_dir)
@@ -4648,6 +5543,7 @@ def main(argv=None):
     if args.mpijob_crd:
         loader.start()
     api = Api(tokens, args.bookmark_interval, mpijob_crd=None)
+    api.service_accounts = args.control_plane
     if args.without_crds:
         for kind in [k for k in api.store.kinds if k.crd]:
             api.store.remove_kind(kind)
@@ -4656,18 +5552,13 @@ def main(argv=None):
         text = open(spec[1:]).read() if spec.startswith("@") else spec
         api.store.add_kind(kind_from_crd(json.loads(text)))
     if args.rbac:
-        api.authorizer = rbac.Authorizer(args.rbac)
         user = args.rbac_user or rbac.service_account_user(args.rbac)
         if not user:
             ap.error("--rbac: the files define no single ServiceAccount; give --rbac-user")
         api.rbac_tokens = {args.rbac_token: user}
-        # The namespaces the RBAC objects live in exist, as launch.py creates them on a real server.
-        with api.store.lock:
-            ns_kind = api.store.by_gvr[("", "v1", "namespaces")]
-            for n in rbac.namespaces_of(args.rbac):
-                if api.store.get(ns_kind, None, n) is None:
-                    api._create_object(ns_kind, "v1", None, {"apiVersion": "v1", "kind": "Namespace",
-                                                             "metadata": {"name": n}}, {})
+        api.rbac_user = user
+        api.rbac_objects = rbac.manifest_objects(args.rbac)
+        api.rbac_namespaces = rbac.namespaces_of(args.rbac)
 
     ca_crt, crt, key = make_certs(d)
     if args.mpijob_crd:
@@ -4681,6 +5572,14 @@ def main(argv=None):
     host.start()
     api.port = host.port
     api.server = host
+    with open(ca_crt, "rb") as f:
+        ca_pem = f.read()
+    try:
+        api.start_controllers(ca_pem.decode(), host.port)
+    except RuntimeError as e:
+        sys.stderr.write("apiserver: %s\n" % e)
+        host.stop()
+        os._exit(1)
 
 
     # The handler only sets a flag: taking the lock of a threading.Event in a signal handler
@@ -4694,13 +5593,12 @@ def main(argv=None):
     signal.signal(signal.SIGINT, on_signal)
     faulthandler.register(signal.SIGUSR2, all_threads=True)   # thread dump for a hung test
 
-    with open(ca_crt, "rb") as f:
-        ca_pem = f.read()
     server_url = "https://127.0.0.1:%d" % host.port
     write_atomic(os.path.join(d, "kubeconfig"), kubeconfig_text(server_url, ca_pem, tokens[0]))
     if args.rbac:
         write_atomic(os.path.join(d, "operator.kubeconfig"), kubeconfig_text(server_url, ca_pem, args.rbac_token))
     write_atomic(os.path.join(d, "port"), "%d\n" % host.port)
+    write_atomic(os.path.join(d, "info.json"), json.dumps(info_json(host.port)) + "\n")
     write_atomic(os.path.join(d, "ready"), "%d\n" % os.getpid())
 
     while not stopping:

@@ -10,13 +10,21 @@ kube-apiserver on loopback, installs the CRDs the operator needs, and supervises
 sent SIGTERM or SIGINT.
 
 Either way DIR ends up with: ca.crt, kubeconfig, port, pid (one process id per line; killing
-the process group of the first one is enough), info.json ({"kind": "double"|"real"}) and,
-written last, ready.
+the process group of the first one is enough), info.json ({"kind": "double"|"real",
+"kubernetesService": {"ip": "10.96.0.1", "port": 443, "target": "127.0.0.1:PORT"}}: the ClusterIP
+and port of the `kubernetes` Service and the address behind it, which a node's proxy forwards
+to) and, written last, ready. The serving certificate holds the names of a real API server's:
+127.0.0.1, 10.96.0.1, kubernetes, kubernetes.default, kubernetes.default.svc and
+kubernetes.default.svc.cluster.local.
 
---control-plane (real binaries only) also starts kube-controller-manager and kube-scheduler from
+--control-plane, with real binaries, also starts kube-controller-manager and kube-scheduler from
 KUBEBUILDER_ASSETS against the admin kubeconfig (leader election off, secure ports on 127.0.0.1,
 the ServiceAccount admission plugin on); info.json then says {"kind": "real", "controlPlane": true}
-and pid lists them too. They are stopped first on SIGTERM.
+and pid lists them too. They are stopped first on SIGTERM. With the double it turns on what
+kube-controller-manager does for pods' in-cluster configuration (each namespace's `default`
+ServiceAccount and kube-root-ca.crt) and the ServiceAccount admission plugin; the double runs no
+scheduler nor workload controllers (tests/cluster/cluster.py plays those), so its info.json does not
+say controlPlane. Without it, either server admits pods without the ServiceAccount plugin.
 
 --background returns once DIR/ready exists (or fails after 60 s), leaving the server running in
 its own session; stop it with: kill -TERM -$(head -1 DIR/pid)
@@ -92,9 +100,6 @@ RBAC_TOKEN = "operator-token"   # the token of <state-dir>/operator.kubeconfig (
 
 
 def run_double(args):
-    if args.control_plane:
-        log("--control-plane needs real binaries (KUBEBUILDER_ASSETS); the double runs alone")
-    write_atomic(os.path.join(args.state_dir, "info.json"), json.dumps({"kind": "double"}) + "\n")
     write_atomic(os.path.join(args.state_dir, "pid"), "%d\n" % os.getpid())
     argv = [sys.executable, os.path.join(HERE, "apiserver.py"), "--state-dir", args.state_dir,
             "--token", args.token]
@@ -104,6 +109,8 @@ def run_double(args):
         argv += ["--extra-crd", crd]
     if args.without_crds:
         argv += ["--without-crds"]
+    if args.control_plane:
+        argv += ["--control-plane"]
     for f in args.rbac:
         argv += ["--rbac", f]
     sys.stdout.flush()
@@ -253,7 +260,7 @@ class Real:
 
     def start(self):
         sys.path.insert(0, HERE)
-        from apiserver import kubeconfig_text, make_certs   # shared with the double
+        from apiserver import kubeconfig_text, kubernetes_service_info, make_certs   # shared with the double
         d = self.dir
         deadline = time.monotonic() + READY_TIMEOUT
         ca_crt, crt, key = make_certs(d)
@@ -309,7 +316,9 @@ class Real:
             "--service-account-issuer=" + self.url,
             "--service-account-key-file=" + sa_pub,
             "--service-account-signing-key-file=" + sa_key,
-            "--service-cluster-ip-range=10.0.0.0/24",
+            # as kubeadm's default: the `kubernetes` Service gets 10.96.0.1, which the serving
+            # certificate names (apiserver.make_certs)
+            "--service-cluster-ip-range=10.96.0.0/12",
             "--allow-privileged=true",
             *serviceaccount_admission(self.args),
             "--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
@@ -356,7 +365,7 @@ class Real:
             write_atomic(os.path.join(d, "operator.kubeconfig"), kubeconfig_text(self.url, ca_pem, RBAC_TOKEN))
         write_atomic(os.path.join(d, "port"), "%d\n" % port)
         write_atomic(os.path.join(d, "etcd-url"), etcd_url + "\n")
-        info = {"kind": "real"}
+        info = {"kind": "real", "kubernetesService": kubernetes_service_info(port)}
         if getattr(self.args, "control_plane", False):
             ControlPlane(self, ca_pem).start(time.monotonic() + READY_TIMEOUT)
             info["controlPlane"] = True
@@ -540,8 +549,9 @@ def main():
     ap.add_argument("--rbac", action="append", default=[],
                     help="RBAC objects (YAML) enforced for the token in <state-dir>/operator.kubeconfig")
     ap.add_argument("--control-plane", action="store_true",
-                    help="(real binaries only) also start kube-controller-manager and kube-scheduler from "
-                         "KUBEBUILDER_ASSETS, with the ServiceAccount admission plugin on")
+                    help="also start kube-controller-manager and kube-scheduler from KUBEBUILDER_ASSETS, with "
+                         "the ServiceAccount admission plugin on (the double: its ServiceAccounts, "
+                         "kube-root-ca.crt and ServiceAccount admission)")
     args = ap.parse_args()
     args.rbac = [os.path.abspath(f) for f in args.rbac]
     args.state_dir = os.path.abspath(args.state_dir)

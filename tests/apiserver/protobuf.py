@@ -1,11 +1,15 @@
 """Kubernetes protobuf request bodies, decoded to the JSON form the double stores.
 
-kubectl's `create` subcommands (namespace, configmap, secret, ...) send their object as
+kubectl's `create` subcommands (namespace, configmap, secret, serviceaccount, clusterrole, token,
+...) and `auth whoami` send
+their object as
 `application/vnd.kubernetes.protobuf`: the 4 bytes "k8s\\0", then a runtime.Unknown message
 {1: typeMeta {1: apiVersion, 2: kind}, 2: raw, 3: contentEncoding, 4: contentType} whose raw
 field holds the object in the protobuf form of k8s.io/api (generated.proto).
 
-Only v1 Namespace, ConfigMap and Secret are described here. Any other kind, and any field of
+Only v1 Namespace, ConfigMap, Secret and ServiceAccount, the four RBAC kinds, and
+authentication.k8s.io/v1 TokenRequest and SelfSubjectReview are described here. Any other kind,
+and any field of
 those that is set but not described, is refused with ProtobufError naming it, rather than
 dropped: an object must never lose a field on its way in.
 """
@@ -97,6 +101,16 @@ OBJECT_META = {
     14: ("finalizers", ("repeated", "string")),
 }
 
+POLICY_RULE = {1: ("verbs", ("repeated", "string")), 2: ("apiGroups", ("repeated", "string")),
+               3: ("resources", ("repeated", "string")), 4: ("resourceNames", ("repeated", "string")),
+               5: ("nonResourceURLs", ("repeated", "string"))}
+BINDING = {
+    1: ("metadata", OBJECT_META),
+    2: ("subjects", ("repeated", {1: ("kind", "string"), 2: ("apiGroup", "string"), 3: ("name", "string"),
+                                  4: ("namespace", "string")})),
+    3: ("roleRef", {1: ("apiGroup", "string"), 2: ("kind", "string"), 3: ("name", "string")}),
+}
+
 KINDS = {
     ("v1", "Namespace"): {
         1: ("metadata", OBJECT_META),
@@ -115,6 +129,37 @@ KINDS = {
         3: ("type", "string"),
         4: ("stringData", ("map", "string")),
         5: ("immutable", "bool"),
+    },
+    ("v1", "ServiceAccount"): {
+        1: ("metadata", OBJECT_META),
+        2: ("secrets", None),
+        3: ("imagePullSecrets", ("repeated", {1: ("name", "string")})),
+        4: ("automountServiceAccountToken", "bool"),
+    },
+    ("rbac.authorization.k8s.io/v1", "ClusterRole"): {
+        1: ("metadata", OBJECT_META),
+        2: ("rules", ("repeated", POLICY_RULE)),
+        3: ("aggregationRule", None),
+    },
+    ("rbac.authorization.k8s.io/v1", "Role"): {
+        1: ("metadata", OBJECT_META),
+        2: ("rules", ("repeated", POLICY_RULE)),
+    },
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): BINDING,
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): BINDING,
+    # kubectl create token
+    ("authentication.k8s.io/v1", "TokenRequest"): {
+        1: ("metadata", OBJECT_META),
+        2: ("spec", {1: ("audiences", ("repeated", "string")),
+                     3: ("boundObjectRef", {1: ("kind", "string"), 2: ("apiVersion", "string"),
+                                            3: ("name", "string"), 4: ("uid", "string")}),
+                     4: ("expirationSeconds", "int")}),
+        3: ("status", None),
+    },
+    # kubectl auth whoami
+    ("authentication.k8s.io/v1", "SelfSubjectReview"): {
+        1: ("metadata", OBJECT_META),
+        2: ("status", None),
     },
 }
 
@@ -181,6 +226,10 @@ def decode_message(buf, schema, where):
                 elif enum == 2:
                     value = _scalar(t[1], ewt, ev, "%s[%s]" % (here, key))
             out.setdefault(name, {})[key] = value if value is not None else ""
+        elif isinstance(t, tuple) and t[0] == "repeated" and isinstance(t[1], dict):
+            if wt != 2:
+                raise ProtobufError("%s: expected a message" % here)
+            out.setdefault(name, []).append(decode_message(v, t[1], "%s[%d]" % (here, len(out.get(name, [])))))
         elif isinstance(t, tuple) and t[0] == "repeated":
             out.setdefault(name, []).append(_scalar(t[1], wt, v, here))
         else:
@@ -242,7 +291,8 @@ def encode_message(obj, schema):
                 out += _enc_bytes(num, _enc_scalar(1, "string", k) + _enc_scalar(2, t[1], v[k]))
         elif isinstance(t, tuple) and t[0] == "repeated":
             for x in v:
-                out += _enc_scalar(num, t[1], x)
+                out += _enc_bytes(num, encode_message(x, t[1])) if isinstance(t[1], dict) else \
+                    _enc_scalar(num, t[1], x)
         else:
             out += _enc_scalar(num, t, v)
     return out

@@ -1,7 +1,8 @@
 """Kubernetes RBAC authorization for the API-server double.
 
-Loads RBAC objects (ClusterRole, ClusterRoleBinding, Role, RoleBinding) from YAML files and decides
-requests the way kube-apiserver's RBAC authorizer does:
+Takes RBAC objects (ClusterRole, ClusterRoleBinding, Role, RoleBinding) from YAML files or, as the
+double does, from the objects it stores, and decides requests the way kube-apiserver's RBAC
+authorizer does:
 
 - request attributes come from the path, like the apiserver's RequestInfoFactory: /api/v1/... and
   /apis/<group>/<version>/...; GET is get, list or watch (watch=true or a /watch/ prefix); POST
@@ -15,7 +16,10 @@ requests the way kube-apiserver's RBAC authorizer does:
 - subjects: ServiceAccount (user system:serviceaccount:<ns>:<name>, groups system:serviceaccounts
   and system:serviceaccounts:<ns>), User, Group; every user is in system:authenticated.
 - Discovery and health endpoints are open to every authenticated user, as the built-in
-  system:discovery and system:public-info-viewer roles make them on a real cluster.
+  system:discovery and system:public-info-viewer roles make them on a real cluster, and so is
+  asking who one is (SelfSubjectReview and the self access reviews of system:basic-user). The
+  other bootstrap roles (cluster-admin, admin, edit, view, system:*) are not modelled, nor is
+  ClusterRole aggregation.
 
 The forbidden message is the one kube-apiserver writes.
 """
@@ -115,13 +119,15 @@ def _rule_ok(rule):
 
 
 class Authorizer:
-    def __init__(self, paths):
+    """paths: YAML files of RBAC objects; docs: the objects themselves (both may be given)."""
+
+    def __init__(self, paths=(), docs=()):
         self.paths = list(paths)
         self.cluster_roles = {}
         self.roles = {}
         self.cluster_bindings = []
         self.bindings = []
-        for d in _load_docs(self.paths):
+        for d in _load_docs(self.paths) + list(docs):
             kind = d.get("kind")
             api_version = str(d.get("apiVersion", ""))
             if not api_version.startswith(RBAC_GROUP + "/"):
@@ -211,6 +217,10 @@ class Authorizer:
                 yield self.roles.get((bns, ref.get("name")), [])
 
     def allowed(self, user, info):
+        if info.resource_request and info.verb == "create" and not info.name and (info.group, info.resource) in (
+                ("authentication.k8s.io", "selfsubjectreviews"), ("authorization.k8s.io", "selfsubjectaccessreviews"),
+                ("authorization.k8s.io", "selfsubjectrulesreviews")):
+            return True       # system:basic-user, bound to every authenticated user
         if not info.resource_request:
             # system:discovery and system:public-info-viewer, bound to every authenticated user.
             if info.verb == "get" and (info.path in ("/api", "/apis", "/version", "/healthz", "/livez",
@@ -230,7 +240,8 @@ class Authorizer:
         if not info.resource_request:
             return 'forbidden: User "%s" cannot %s path "%s"' % (user, info.verb, info.path)
         res = info.resource + ("/" + info.subresource if info.subresource else "")
-        subject = '%s "%s"' % (info.resource, info.name) if info.name else info.resource
+        qualified = info.resource + ("." + info.group if info.group else "")     # jobs.batch
+        subject = '%s "%s"' % (qualified, info.name) if info.name else qualified
         where = ('in the namespace "%s"' % info.namespace) if info.namespace else "at the cluster scope"
         return '%s is forbidden: User "%s" cannot %s resource "%s" in API group "%s" %s' % (
             subject, user, info.verb, res, info.group, where)
@@ -247,6 +258,22 @@ class Authorizer:
         info.namespace = namespace
         info.name = name
         return self.allowed(user, info)
+
+
+MANIFEST_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+
+
+def manifest_objects(paths):
+    """The ServiceAccounts and RBAC objects of the files, in their order: what launch.py creates
+    on a real server for --rbac, and the double stores."""
+    out = []
+    for d in _load_docs(paths):
+        api_version = str(d.get("apiVersion", ""))
+        if d.get("kind") == "ServiceAccount" and api_version == "v1":
+            out.append(d)
+        elif d.get("kind") in MANIFEST_KINDS[1:] and api_version.startswith(RBAC_GROUP + "/"):
+            out.append(d)
+    return out
 
 
 def service_account_user(paths):

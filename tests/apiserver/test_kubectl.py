@@ -327,6 +327,32 @@ class KubectlTest(unittest.TestCase):
         self.assertIn("send batch/v1 Job as JSON", p.stderr)
         self.kubectl("delete", "namespace", "made-by-create")
 
+    def test_08_create_token_and_whoami(self):
+        """kubectl create token (a TokenRequest, in protobuf) and auth whoami (a SelfSubjectReview);
+        kubectl get of what the token's RBAC names, with their server-side Tables."""
+        self.kubectl("create", "serviceaccount", "robot")
+        self.kubectl("create", "clusterrole", "robot-reader", "--verb=get,list", "--resource=pods")
+        self.kubectl("create", "clusterrolebinding", "robot-reader", "--clusterrole=robot-reader",
+                     "--serviceaccount=default:robot")
+        token = self.kubectl("create", "token", "robot", "--duration=20m").stdout.strip()
+        who = self.kubectl("auth", "whoami", "--token", token, "-o", "json")
+        info = json.loads(who.stdout)["status"]["userInfo"]
+        self.assertEqual(info["username"], "system:serviceaccount:default:robot")
+        self.assertEqual(info["groups"], ["system:serviceaccounts", "system:serviceaccounts:default",
+                                          "system:authenticated"])
+        self.kubectl("get", "pods", "-A", "--token", token)
+        p = self.kubectl("get", "secrets", "--token", token, ok=False)
+        self.assertIn('User "system:serviceaccount:default:robot" cannot list resource "secrets"', p.stderr)
+        header, rows = header_and_rows(self.kubectl("get", "clusterrolebinding", "robot-reader", "-o", "wide").stdout)
+        self.assertEqual(header, ["NAME", "ROLE", "AGE", "USERS", "GROUPS", "SERVICEACCOUNTS"])
+        self.assertEqual((rows[0][1], rows[0][-1]), ("ClusterRole/robot-reader", "default/robot"))
+        header, _ = header_and_rows(self.kubectl("get", "clusterrole", "robot-reader").stdout)
+        self.assertEqual(header, ["NAME", "CREATED", "AT"])
+        header, rows = header_and_rows(self.kubectl("get", "serviceaccount", "robot").stdout)
+        self.assertEqual((header, rows[0][:2]), (["NAME", "SECRETS", "AGE"], ["robot", "0"]))
+        p = self.kubectl("create", "token", "nobody", ok=False)
+        self.assertIn('serviceaccounts "nobody" not found', p.stderr)
+
 
 class ProtobufTest(unittest.TestCase):
     """tests/apiserver/protobuf.py on bodies built by hand."""
@@ -335,6 +361,15 @@ class ProtobufTest(unittest.TestCase):
         obj = {"apiVersion": "v1", "kind": "Secret",
                "metadata": {"name": "s", "namespace": "n", "labels": {"a": "1"}, "finalizers": ["x", "y"]},
                "data": {"k": base64.b64encode(b"\x00\xff").decode()}, "type": "Opaque", "immutable": True}
+        self.assertEqual(protobuf.decode(protobuf.encode(obj)), obj)
+        obj = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "metadata": {"name": "sa"},
+               "spec": {"audiences": ["a", "b"], "expirationSeconds": 1200,
+                        "boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": "p", "uid": "u"}}}
+        self.assertEqual(protobuf.decode(protobuf.encode(obj)), obj)
+        obj = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "rb"},
+               "subjects": [{"kind": "ServiceAccount", "name": "sa", "namespace": "n"},
+                            {"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "g"}],
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "r"}}
         self.assertEqual(protobuf.decode(protobuf.encode(obj)), obj)
 
     def test_zero_fields_are_unset_and_set_ones_are_refused(self):
@@ -361,7 +396,9 @@ class ProtobufTest(unittest.TestCase):
             with self.assertRaisesRegex(protobuf.ProtobufError, why):
                 protobuf.decode(bad)
         body = protobuf.MAGIC + protobuf._enc_bytes(1, protobuf._enc_bytes(1, b"apps/v1") + protobuf._enc_bytes(2, b"Deployment"))
-        with self.assertRaisesRegex(protobuf.ProtobufError, "only for v1 ConfigMap, v1 Namespace, v1 Secret"):
+        with self.assertRaisesRegex(protobuf.ProtobufError, r"only for authentication.k8s.io/v1 SelfSubjectReview, "
+                                    r".*, v1 ConfigMap, v1 Namespace, v1 Secret, v1 ServiceAccount; "
+                                    r"send apps/v1 Deployment as JSON"):
             protobuf.decode(body)
 
 

@@ -156,11 +156,30 @@ class RbacTest(unittest.TestCase):
                          'in API group "" in the namespace "a"')
         i = rbac.request_info("GET", "/apis/batch/v1/jobs", {})
         self.assertEqual(self.authz.forbidden_message(SA, i),
-                         'jobs is forbidden: User "system:serviceaccount:ops:op" cannot list resource "jobs" '
+                         'jobs.batch is forbidden: User "system:serviceaccount:ops:op" cannot list resource "jobs" '
                          'in API group "batch" at the cluster scope')
 
     def test_service_account_user(self):
         self.assertEqual(rbac.service_account_user([self.path]), SA)
+
+    def test_objects_instead_of_files(self):
+        """The double authorizes over the RBAC objects it stores: the same decisions from them."""
+        authz = rbac.Authorizer(docs=rbac.manifest_objects([self.path]))
+        self.assertEqual([d["kind"] for d in rbac.manifest_objects([self.path])],
+                         ["ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ClusterRole", "RoleBinding", "Role",
+                          "RoleBinding"])
+        for method, path, want in (("GET", "/api/v1/pods", True), ("POST", "/api/v1/namespaces/team-a/pods", True),
+                                   ("POST", "/api/v1/namespaces/team-b/pods", False),
+                                   ("PUT", "/apis/coordination.k8s.io/v1/namespaces/ops/leases/l", True)):
+            info = rbac.request_info(method, path, {})
+            self.assertEqual(authz.allowed(SA, info), want, path)
+            self.assertEqual(self.authz.allowed(SA, info), want, path)
+
+    def test_everyone_may_ask_who_they_are(self):
+        info = rbac.request_info("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", {})
+        self.assertTrue(rbac.Authorizer().allowed("system:serviceaccount:x:y", info))
+        info = rbac.request_info("GET", "/apis/authentication.k8s.io/v1/selfsubjectreviews", {})
+        self.assertFalse(rbac.Authorizer().allowed("system:serviceaccount:x:y", info))
 
 
 if __name__ == "__main__":

@@ -90,8 +90,22 @@ def missing():
     return build_images()
 
 
+HELM = os.path.join(ROOT, "build", "tools", "bin", "helm")
+CHART = os.path.join(ROOT, "charts", "mpijob-operator")
+RELEASE, RELEASE_NS = "mpijob-operator", "mpijob-system"
+OPERATOR_SELECTOR = "app.kubernetes.io/name=mpijob-operator,app.kubernetes.io/instance=" + RELEASE
+
+
 class LocalCluster:
-    def __init__(self, prefix="mpijob-e2e-", job_pod_backoff="0.5"):
+    """operator="process": build/bin/mpijob-operator on this machine, its token held to
+    deploy/mpijob-operator.yaml's RBAC. operator="chart": installed with `helm install` of
+    charts/mpijob-operator, its two replicas pods from the operator image, with their
+    ServiceAccount token and in-cluster configuration; RBAC is what the chart made."""
+
+    def __init__(self, prefix="mpijob-e2e-", job_pod_backoff="0.5", operator="process"):
+        if operator not in ("process", "chart"):
+            raise ValueError("operator: process or chart")
+        self.mode = operator
         self.work = tempfile.mkdtemp(prefix=prefix)
         self.operator = None
         self.cluster = None
@@ -100,8 +114,12 @@ class LocalCluster:
         try:
             api = os.path.join(self.work, "api")
             argv = [sys.executable, os.path.join(ROOT, "tests", "apiserver", "launch.py"), "--state-dir", api,
-                    "--background", "--rbac", os.path.join(ROOT, "deploy", "mpijob-operator.yaml")]
-            if control_plane_assets():
+                    "--background"]
+            if self.mode == "process":
+                argv += ["--rbac", os.path.join(ROOT, "deploy", "mpijob-operator.yaml")]
+            # In chart mode the double also plays kube-controller-manager's part in pods'
+            # in-cluster configuration (default ServiceAccounts, kube-root-ca.crt).
+            if control_plane_assets() or self.mode == "chart":
                 argv.append("--control-plane")
             with open(os.path.join(self.work, "launch.log"), "w") as err:
                 r = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=err)
@@ -129,7 +147,10 @@ class LocalCluster:
                  "--state-dir", self.cluster_state, "--images", IMAGES_INDEX,
                  "--job-pod-backoff", job_pod_backoff, "--log-file", os.path.join(self.work, "cluster.log")])
             self._watch_pods()
-            self.start_operator()
+            if self.mode == "chart":
+                self.helm_install()
+            else:
+                self.start_operator()
         except BaseException:
             self.stop()
             raise
@@ -146,6 +167,64 @@ class LocalCluster:
         self.operator.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
         self.operator.wait(timeout=30)
         self.start_operator()
+
+    # ---------------------------------------------------------------- the chart
+    def helm(self, *args):
+        env = dict(os.environ, KUBECONFIG=self.kubeconfig,
+                   HELM_CACHE_HOME=os.path.join(self.work, "helm", "cache"),
+                   HELM_CONFIG_HOME=os.path.join(self.work, "helm", "config"),
+                   HELM_DATA_HOME=os.path.join(self.work, "helm", "data"))
+        return subprocess.run([HELM] + list(args), capture_output=True, text=True, timeout=120, env=env)
+
+    def helm_install(self, timeout=120):
+        """helm install of the chart, then waits until both replicas are Running and Ready and
+        one holds the Lease; returns the pods."""
+        r = self.helm("install", RELEASE, CHART, "-n", RELEASE_NS, "--create-namespace")
+        with open(os.path.join(self.work, "helm.log"), "a") as f:
+            f.write(r.stdout + r.stderr)
+        if r.returncode != 0:
+            raise RuntimeError("helm install failed:\n" + r.stdout + r.stderr)
+        return self.wait_operator_pods(timeout)
+
+    def operator_pods(self):
+        r = self.kubectl("get", "pods", "-n", RELEASE_NS, "-l", OPERATOR_SELECTOR, "-o", "json")
+        return json.loads(r.stdout)["items"] if r.returncode == 0 else []
+
+    def lease_holder(self):
+        r = self.kubectl("get", "lease", "mpijob-operator", "-n", RELEASE_NS, "-o",
+                         "jsonpath={.spec.holderIdentity}")
+        return r.stdout.strip() if r.returncode == 0 else ""
+
+    def wait_operator_pods(self, timeout=120, replicas=2):
+        end = time.monotonic() + timeout
+        pods = []
+        while time.monotonic() < end:
+            pods = [p for p in self.operator_pods() if not p["metadata"].get("deletionTimestamp")]
+            ready = [p for p in pods if any(c["type"] == "Ready" and c["status"] == "True"
+                                            for c in (p.get("status") or {}).get("conditions") or [])]
+            holder = self.lease_holder()
+            if len(ready) == replicas and any(holder.startswith(p["metadata"]["name"]) for p in ready):
+                return ready
+            time.sleep(0.5)
+        raise RuntimeError("the operator's pods never became Ready with a leader among them: %s\nlease: %s\n%s" % (
+            json.dumps([(p["metadata"]["name"], (p.get("status") or {}).get("phase"),
+                         (p.get("status") or {}).get("containerStatuses")) for p in pods])[:3000],
+            self.lease_holder(), self.operator_logs()[-3000:]))
+
+    def operator_logs(self):
+        logs = os.path.join(self.cluster_state, "logs")
+        out = ""
+        for f in sorted(os.listdir(logs)) if os.path.isdir(logs) else []:
+            if f.startswith(RELEASE_NS + "_"):
+                with open(os.path.join(logs, f), errors="replace") as fh:
+                    out += "== %s\n%s" % (f, fh.read())
+        return out
+
+    def helm_uninstall(self):
+        r = self.helm("uninstall", RELEASE, "-n", RELEASE_NS)
+        if r.returncode != 0:
+            raise RuntimeError("helm uninstall failed:\n" + r.stdout + r.stderr)
+        return r
 
     def stop(self):
         if self.pod_watch is not None:

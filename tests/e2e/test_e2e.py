@@ -19,7 +19,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import ROOT, LocalCluster, missing  # noqa: E402
+from harness import ROOT, LocalCluster, control_plane_assets, missing  # noqa: E402
 
 TIMEOUT = 120
 
@@ -358,6 +358,94 @@ class EndToEnd(unittest.TestCase):
         r = self.kubectl("describe", "mpijob", "noimage", "-n", ns)
         self.assertIn("ImagePullBackOff", r.stdout)
         self.kubectl("delete", "mpijob", "noimage", "-n", ns)
+
+
+def chart_missing():
+    """Why the chart cannot be installed here: on a real API server without the controller-manager
+    no ServiceAccount token is issued to its pods."""
+    if os.environ.get("KUBEBUILDER_ASSETS") and not control_plane_assets():
+        return ("KUBEBUILDER_ASSETS has no kube-controller-manager and kube-scheduler: the operator's pods "
+                "would get no ServiceAccount token")
+    return missing()
+
+
+@unittest.skipIf(chart_missing(), chart_missing())
+class InstalledByItsChart(unittest.TestCase):
+    """The operator as users run it: `helm install` of charts/mpijob-operator, two replicas from
+    the operator image, in-cluster configuration through their ServiceAccount token, one leading."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.c = LocalCluster(prefix="mpijob-e2e-chart-", operator="chart")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.c.stop()
+
+    kubectl = EndToEnd.kubectl
+
+    def wait_state(self, ns, name, states, timeout=TIMEOUT):
+        end = time.monotonic() + timeout
+        j = {}
+        while time.monotonic() < end:
+            r = self.kubectl("get", "mpijob", name, "-n", ns, "-o", "json", check=False)
+            j = json.loads(r.stdout) if r.returncode == 0 else {}
+            if (j.get("status") or {}).get("state") in states:
+                return j
+            time.sleep(0.5)
+        self.fail("mpijob %s/%s never reached %s: %s\noperator:\n%s" % (
+            ns, name, states, json.dumps(j.get("status"))[:2000], self.c.operator_logs()[-4000:]))
+
+    def test_a_pods_from_the_image_with_their_token_and_a_leader(self):
+        pods = self.c.wait_operator_pods()
+        with open(os.path.join(ROOT, "build", "images", "index.json")) as f:
+            index = json.load(f)
+        with open(os.path.join(ROOT, "charts", "mpijob-operator", "Chart.yaml")) as f:
+            version = [x.split('"')[1] for x in f if x.startswith("appVersion:")][0]
+        ref = "ghcr.io/mpijob-operator/mpijob-operator:" + version
+        for p in pods:
+            cs = p["status"]["containerStatuses"][0]
+            self.assertEqual(cs["image"], ref)
+            self.assertEqual(cs["imageID"], "ghcr.io/mpijob-operator/mpijob-operator@" + index[ref]["digest"])
+            self.assertTrue(any(v["name"].startswith("kube-api-access-") and "projected" in v
+                                for v in p["spec"]["volumes"]), "the ServiceAccount token is projected")
+            self.assertEqual(p["spec"]["serviceAccountName"], "mpijob-operator")
+        holder = self.c.lease_holder()
+        self.assertEqual(sum(holder.startswith(p["metadata"]["name"]) for p in pods), 1, holder)
+        self.assertIn("started leading", self.c.operator_logs())
+
+    def test_b_example_succeeds_and_survives_its_operator_pod_deleted(self):
+        """The example runs to Succeeded while the leading operator pod is deleted mid-job: the
+        Deployment replaces it, the standby takes the Lease, nothing is created twice."""
+        ns = "e2e-chart-example"
+        self.kubectl("create", "namespace", ns)
+        self.kubectl("apply", "-n", ns, "-f", os.path.join(ROOT, "manifests", "examples", "mpijob-tcp.yaml"))
+        self.wait_state(ns, "train-tcp", ("Running", "Succeeded"))
+        holder = self.c.lease_holder()
+        leader = [p["metadata"]["name"] for p in self.c.operator_pods() if holder.startswith(p["metadata"]["name"])]
+        self.assertEqual(len(leader), 1, holder)
+        self.kubectl("delete", "pod", leader[0], "-n", "mpijob-system", "--grace-period=0", "--force")
+        j = self.wait_state(ns, "train-tcp", ("Succeeded", "Failed"))
+        self.assertEqual(j["status"]["state"], "Succeeded")
+        pods = self.c.wait_operator_pods()
+        self.assertNotIn(leader[0], [p["metadata"]["name"] for p in pods], "the Deployment made a new pod")
+        self.assertEqual(self.c.pod_names_created_twice(ns, lambda n: "-worker-" in n), {})
+
+    def test_c_helm_uninstall_leaves_nothing_behind(self):
+        self.c.helm_uninstall()
+        end = time.monotonic() + 60
+        left = None
+        while time.monotonic() < end:
+            r = self.kubectl("get", "deployments,replicasets,pods,serviceaccounts,roles,rolebindings,services",
+                             "-n", "mpijob-system", "-l", "app.kubernetes.io/instance=mpijob-operator",
+                             "-o", "name", check=False)
+            crb = self.kubectl("get", "clusterroles,clusterrolebindings", "-l",
+                               "app.kubernetes.io/instance=mpijob-operator", "-o", "name", check=False)
+            left = (r.stdout + crb.stdout).split()
+            if not left:
+                break
+            time.sleep(0.5)
+        self.assertEqual(left, [], "left after helm uninstall")
 
 
 if __name__ == "__main__":
