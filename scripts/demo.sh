@@ -41,6 +41,21 @@ cleanup() {
     trap - EXIT INT TERM
     [ -n "$cluster_pid" ] && kill "$cluster_pid" 2>/dev/null
     [ -n "$cluster_pid" ] && wait "$cluster_pid" 2>/dev/null
+    # What the local cluster made on this machine is gone with it: say so, or what is left.
+    if [ -f "$work/cluster/kubelet.json" ]; then
+        prefix=$(sed -n 's/.*"prefix": *"\([^"]*\)".*/\1/p' "$work/cluster/kubelet.json")
+        left=$( { ip netns list | grep "^$prefix-"
+                  ip -o link show | grep -o "$prefix[a-z0-9]*" | sort -u
+                  runc --root "$work/cluster/runc" list -q 2>/dev/null
+                  grep " $work/" /proc/mounts | cut -d' ' -f2
+                  iptables -t nat -S PREROUTING 2>/dev/null | grep -- "$prefix-svc"; } | head -20)
+        if [ -n "$left" ]; then
+            echo "left on this machine:"
+            echo "$left"
+        else
+            echo "this machine: no network namespace, link, container, mount or iptables rule of the demo left"
+        fi
+    fi
     if [ -f "$work/api/pid" ]; then
         # shellcheck disable=SC2046
         kill $(cat "$work/api/pid") 2>/dev/null
