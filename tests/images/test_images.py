@@ -391,5 +391,84 @@ class Containers(unittest.TestCase):
         self.assertEqual(leftovers, [])
 
 
+@unittest.skipUnless(os.geteuid() == 0, "needs root: network namespaces, mounts and runc")
+class CrashReaper(unittest.TestCase):
+    def setUp(self):
+        need_images(self)
+
+    def test_sigkilled_cluster_leaves_no_container(self):
+        """cluster.py --images killed with SIGKILL while a container runs: its reaper removes the
+        runc container, its overlay root, the pod's network namespace and the service proxy's
+        iptables rule."""
+        tmp = tempfile.mkdtemp(prefix="images-reaper-")
+        api = os.path.join(tmp, "api")
+        sim = None
+        token = str(uuid.uuid4().int % 900000 + 100000)
+        try:
+            subprocess.run([sys.executable, os.path.join(ROOT, "tests", "apiserver", "launch.py"), "--state-dir", api,
+                            "--background"], check=True, stdout=subprocess.DEVNULL)
+            kube = Kube.from_kubeconfig(os.path.join(api, "kubeconfig"))
+            state = os.path.join(tmp, "sim")
+            with open(os.path.join(tmp, "cluster.log"), "w") as log:
+                sim = subprocess.Popen([sys.executable, os.path.join(ROOT, "tests", "cluster", "cluster.py"),
+                                        "--kubeconfig", os.path.join(api, "kubeconfig"), "--roles", "kubelet,scheduler",
+                                        "--images", INDEX, "--state-dir", state], stdout=log, stderr=log)
+            kube.create("/api/v1/namespaces/default/pods", _pod("doomed", command=["sleep", token]))
+
+            def until(what, fn, timeout=WAIT):
+                end = time.monotonic() + timeout
+                while time.monotonic() < end:
+                    if fn():
+                        return
+                    time.sleep(0.2)
+                with open(os.path.join(tmp, "cluster.log")) as f:
+                    self.fail("never %s; cluster.log:\n%s" % (what, f.read()[-3000:]))
+
+            def phase():
+                return ((kube.get("/api/v1/namespaces/default/pods/doomed") or {}).get("status") or {}).get("phase")
+
+            def sleepers():
+                found = []
+                for pid in filter(str.isdigit, os.listdir("/proc")):
+                    try:
+                        with open("/proc/%s/cmdline" % pid, "rb") as f:
+                            if f.read().split(b"\0")[:2] == [b"sleep", token.encode()]:
+                                found.append(pid)
+                    except OSError:
+                        pass
+                return found
+
+            def mounts():
+                with open("/proc/mounts") as f:
+                    return [line.split()[1] for line in f if " %s/" % state in line]
+
+            until("the pod ran", lambda: phase() == "Running")
+            until("the container's process showed", sleepers)
+            with open(os.path.join(state, "kubelet.json")) as f:
+                prefix = json.load(f)["prefix"]
+            rt = runtime.Runtime(os.path.join(state, "runc"))
+            self.assertTrue(rt.list(), "runc knows the container")
+            self.assertTrue(mounts(), "the container's root is mounted")
+            self.assertTrue(netns.leftovers(prefix))
+            sim.kill()
+            sim.wait(10)
+            sim = None
+            until("the reaper cleaned up", lambda: not sleepers() and not rt.list() and not mounts()
+                  and not netns.leftovers(prefix), timeout=30)
+            rules = subprocess.run(["iptables", "-t", "nat", "-S", "PREROUTING"], capture_output=True, text=True).stdout
+            self.assertNotIn(prefix + "-svc-kubernetes", rules)
+        finally:
+            if sim is not None:
+                sim.kill()
+                sim.wait(10)
+            try:
+                with open(os.path.join(api, "pid")) as f:
+                    os.kill(int(f.read().split()[0]), signal.SIGTERM)
+            except (OSError, ValueError):
+                pass
+            time.sleep(1)
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
 if __name__ == "__main__":
     unittest.main()
