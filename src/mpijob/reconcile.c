@@ -971,7 +971,8 @@ static int reconcile_valid(struct run *r)
                 mpijob_status_set_condition(r->status, MPIJOB_COND_RESTARTING, true, "MPIJobRestarting", msg, r->now);
             }
             free(msg);
-        } else if (lc.active > 0 && lc.ready > 0 && workers > 0 && (int)n_running == workers) {
+        } else if (!suspended && lc.active > 0 && lc.ready > 0 && workers > 0 && (int)n_running == workers) {
+            /* Never while suspended: the workers being deleted may still show Running. */
             char msg[300];
             snprintf(msg, sizeof(msg), "MPIJob %s/%s is running.", job->namespace, job->name);
             bool was = mpijob_status_is_true(r->status, MPIJOB_COND_RUNNING);

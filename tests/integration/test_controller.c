@@ -610,6 +610,49 @@ Test(controller, evictions_past_the_backoff_limit_fail_the_job_and_clean_up)
     cr_assert(wait_gone(&KUBE_PODS, "ev-worker-0", 10000), "cleanPodPolicy All removes every worker");
 }
 
+static int count_events(const char *reason);
+
+/* Plays the scheduler: the pod is bound to a node, so that its deletion is graceful (it stays,
+ * Running, with a deletionTimestamp until a kubelet finishes it; none does here). */
+static void bind_pod(const char *name)
+{
+    char path[256], body[512];
+    snprintf(path, sizeof(path), "/api/v1/namespaces/default/pods/%s/binding", name);
+    snprintf(body, sizeof(body),
+             "{\"apiVersion\":\"v1\",\"kind\":\"Binding\",\"metadata\":{\"name\":\"%s\"},"
+             "\"target\":{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"name\":\"node-a\"}}", name);
+    cr_assert_eq(kube_request(admin, "POST", path, NULL, "application/json", body, NULL, NULL), 0, "bind %s", name);
+}
+
+/* Suspending a running job whose workers take their time to stop: Running turns False and stays
+ * so while the deleted workers still show Running, and MPIJobRunning is recorded once in all
+ * (issue: the Running check ran while suspended and set it True again on every reconcile). */
+Test(controller, running_stays_false_while_suspending)
+{
+    start_controller();
+    create_job("sp", NULL);
+    cr_assert(wait_exists(&KUBE_JOBS, "sp-launcher", 10000));
+    bind_pod("sp-worker-0");
+    bind_pod("sp-worker-1");
+    set_pod_running("sp-worker-0");
+    set_pod_running("sp-worker-1");
+    start_launcher_pod("sp");
+    cr_assert(wait_condition("sp", "Running", "MPIJobRunning", 10000));
+    set_suspend("sp", true);
+    cr_assert(wait_condition("sp", "Suspended", "MPIJobSuspended", 10000));
+    /* The workers are being deleted, still Running in every cache, for as long as we look. */
+    uint64_t end = clock_now_ms() + 2000;
+    while (clock_now_ms() < end) {
+        cr_assert(!condition_true("sp", "Running", NULL), "Running True while suspended");
+        clock_sleep_ms(50);
+    }
+    cJSON *w = NULL;
+    cr_assert_eq(kube_get(admin, &KUBE_PODS, "default", "sp-worker-0", &w, NULL), 0, "the worker is still there");
+    cr_assert_not_null(json_path(w, "metadata.deletionTimestamp"), "... being deleted");
+    cJSON_Delete(w);
+    cr_assert_eq(count_events("MPIJobRunning"), 1, "one MPIJobRunning for one transition");
+}
+
 Test(controller, suspended_at_creation_creates_no_workers_and_a_suspended_launcher)
 {
     start_controller();
