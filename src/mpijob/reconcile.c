@@ -543,6 +543,93 @@ out:
 /* The launcher Job follows runPolicy.suspend. Resuming waits for Ready workers under
  * WaitForWorkersReady, and first clears the Job's status.startTime through /status: a real
  * kube-apiserver refuses to unsuspend a Job that keeps the startTime of its earlier run. */
+/* One JSON Patch operation making the launcher Job's template field at `path` (under
+ * /spec/template) what the MPIJob's Launcher template now says: add (which replaces) or remove. */
+static int sync_field(cJSON *ops, const cJSON *have_tmpl, const cJSON *want_tmpl, const char *dotted,
+                      const char *pointer)
+{
+    const cJSON *have = json_path(have_tmpl, dotted), *want = json_path(want_tmpl, dotted);
+    if ((!have && !want) || (have && want && cJSON_Compare(have, want, true)))
+        return 0;
+    cJSON *op = cJSON_CreateObject();
+    char path[128];
+    snprintf(path, sizeof(path), "/spec/template/%s", pointer);
+    if (!op || !cJSON_AddStringToObject(op, "op", want ? "add" : "remove") || !cJSON_AddStringToObject(op, "path", path) ||
+        (want && !cJSON_AddItemToObject(op, "value", cJSON_Duplicate(want, true)))) {
+        cJSON_Delete(op);
+        return KUBE_ENOMEM;
+    }
+    cJSON_AddItemToArray(ops, op);
+    return 0;
+}
+
+/* Before a suspended launcher Job starts again: the scheduling directives a queue manager (Kueue)
+ * may have changed on the suspended MPIJob's Launcher template (nodeSelector, tolerations,
+ * affinity, schedulingGates, labels, annotations) are copied into the Job's template, as the
+ * reference operator does on every unsuspend; labels and annotations are merged into the Job's.
+ * A suspended Job whose startTime is clear accepts these changes. */
+static int sync_scheduling_directives(struct run *r, const struct kube_object *launcher, const cJSON *lj)
+{
+    struct transport_report report = {0};
+    cJSON *want_job = build_launcher_job(r->job, &r->ctx->options, &report);
+    transport_report_free(&report);
+    if (!want_job)
+        return KUBE_ENOMEM;
+    const cJSON *have = json_path(lj, "spec.template");
+    cJSON *want = cJSON_Duplicate(json_path(want_job, "spec.template"), true);
+    cJSON_Delete(want_job);
+    cJSON *ops = cJSON_CreateArray();
+    int rc = want && ops ? 0 : KUBE_ENOMEM;
+    if (rc == 0) {
+        /* Labels and annotations are merged into the Job's (the Job API adds labels of its own
+         * that its template must keep: controller-uid, job-name and their batch.kubernetes.io/
+         * spellings); the other directives are replaced. */
+        cJSON *meta = cJSON_GetObjectItemCaseSensitive(want, "metadata");
+        if (!meta)
+            meta = cJSON_AddObjectToObject(want, "metadata");
+        static const char *const maps[] = {"labels", "annotations"};
+        for (size_t m = 0; rc == 0 && m < 2; m++) {
+            cJSON *mine = meta ? cJSON_GetObjectItemCaseSensitive(meta, maps[m]) : NULL;
+            const cJSON *theirs = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(have, "metadata"),
+                                                                   maps[m]);
+            if (meta && !mine && theirs)
+                mine = cJSON_AddObjectToObject(meta, maps[m]);
+            const cJSON *l;
+            cJSON_ArrayForEach(l, theirs) {
+                if (mine && !cJSON_GetObjectItemCaseSensitive(mine, l->string))
+                    cJSON_AddItemToObject(mine, l->string, cJSON_Duplicate(l, true));
+            }
+            if (!meta || (theirs && !mine))
+                rc = KUBE_ENOMEM;
+        }
+    }
+    static const char *const fields[][2] = {
+        {"metadata.labels", "metadata/labels"},     {"metadata.annotations", "metadata/annotations"},
+        {"spec.nodeSelector", "spec/nodeSelector"}, {"spec.tolerations", "spec/tolerations"},
+        {"spec.affinity", "spec/affinity"},         {"spec.schedulingGates", "spec/schedulingGates"},
+    };
+    for (size_t i = 0; rc == 0 && i < sizeof(fields) / sizeof(fields[0]); i++)
+        rc = sync_field(ops, have, want, fields[i][0], fields[i][1]);
+    if (rc == 0 && cJSON_GetArraySize(ops) > 0) {
+        char *body = cJSON_PrintUnformatted(ops);
+        struct kube_patch_opts jp = {.type = KUBE_PATCH_JSON};
+        struct kube_status st = {0};
+        rc = body ? kube_patch(r->ctx->client, &KUBE_JOBS, launcher->namespace, launcher->name, body, &jp, NULL, &st)
+                  : KUBE_ENOMEM;
+        if (rc == 0)
+            log_info("launcher template follows the resumed job", "job=%s/%s changes=%d", r->job->namespace,
+                     r->job->name, cJSON_GetArraySize(ops));
+        else if (rc != KUBE_ENOMEM)
+            log_warn("launcher template update failed", "job=%s/%s code=%ld message=\"%s\"", r->job->namespace,
+                     r->job->name, st.http_code, st.message ? st.message : "");
+        kube_status_clear(&st);
+        free(body);
+    }
+    cJSON_Delete(ops);
+    cJSON_Delete(want);
+    return rc;
+}
+
 static int mirror_suspend(struct run *r, const struct kube_object *launcher, bool suspend, bool may_start)
 {
     cJSON *lj = kube_object_parse(launcher);
@@ -550,7 +637,6 @@ static int mirror_suspend(struct run *r, const struct kube_object *launcher, boo
         return KUBE_ENOMEM;
     bool is_suspended = json_bool(lj, "spec.suspend", false);
     bool has_start = json_path(lj, "status.startTime") != NULL;
-    cJSON_Delete(lj);
     struct kube_patch_opts merge = {.type = KUBE_PATCH_MERGE};
     int rc = 0;
     if (suspend && !is_suspended) {
@@ -563,9 +649,12 @@ static int mirror_suspend(struct run *r, const struct kube_object *launcher, boo
                             "{\"status\":{\"startTime\":null}}", &status, NULL, NULL);
         }
         if (rc == 0)
+            rc = sync_scheduling_directives(r, launcher, lj);
+        if (rc == 0)
             rc = kube_patch(r->ctx->client, &KUBE_JOBS, launcher->namespace, launcher->name,
                             "{\"spec\":{\"suspend\":false}}", &merge, NULL, NULL);
     }
+    cJSON_Delete(lj);
     return rc == KUBE_ENOTFOUND ? 0 : rc;
 }
 

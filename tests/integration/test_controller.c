@@ -653,6 +653,51 @@ Test(controller, running_stays_false_while_suspending)
     cr_assert_eq(count_events("MPIJobRunning"), 1, "one MPIJobRunning for one transition");
 }
 
+/* A queue manager (Kueue) admits a suspended MPIJob by giving its templates a nodeSelector,
+ * tolerations, labels and annotations, then unsuspends it: the launcher Job's template has them
+ * before it starts (issue: only spec.suspend was patched, and the launcher landed anywhere). */
+Test(controller, resume_carries_scheduling_directives_to_the_launcher)
+{
+    start_controller();
+    create_job("kq", "\"runPolicy\":{\"suspend\":true},");
+    cr_assert(wait_exists(&KUBE_JOBS, "kq-launcher", 10000));
+    cr_assert(launcher_suspended("kq"));
+    struct kube_patch_opts merge = {.type = KUBE_PATCH_MERGE};
+    cr_assert_eq(kube_patch(admin, &MPIJOB_RESOURCE_V2BETA1, "default", "kq",
+                            "{\"spec\":{\"runPolicy\":{\"suspend\":false},\"mpiReplicaSpecs\":{\"Launcher\":{\"template\":{"
+                            "\"metadata\":{\"labels\":{\"kueue.x-k8s.io/podset\":\"launcher\"},"
+                            "\"annotations\":{\"kueue.x-k8s.io/workload\":\"kq-1\"}},"
+                            "\"spec\":{\"nodeSelector\":{\"pool\":\"gpu-a\"},"
+                            "\"tolerations\":[{\"key\":\"gpu\",\"operator\":\"Exists\",\"effect\":\"NoSchedule\"}]}}}}}}",
+                            &merge, NULL, NULL),
+                 0);
+    cr_assert(wait_exists(&KUBE_PODS, "kq-worker-0", 10000), "resume recreates the workers");
+    uint64_t end = clock_now_ms() + 10000;
+    while (clock_now_ms() < end && launcher_suspended("kq"))
+        clock_sleep_ms(50);
+    cr_assert(!launcher_suspended("kq"), "the launcher Job was resumed");
+    cJSON *lj = NULL;
+    cr_assert_eq(kube_get(admin, &KUBE_JOBS, "default", "kq-launcher", &lj, NULL), 0);
+    cr_expect_str_eq(json_string(lj, "spec.template.spec.nodeSelector.pool"), "gpu-a");
+    cr_expect_str_eq(json_string(cJSON_GetArrayItem(json_path(lj, "spec.template.spec.tolerations"), 0), "key"), "gpu");
+    /* Label keys hold dots: looked up as keys, not paths. */
+    const cJSON *labels = json_path(lj, "spec.template.metadata.labels");
+    const cJSON *podset = cJSON_GetObjectItemCaseSensitive(labels, "kueue.x-k8s.io/podset");
+    const cJSON *role = cJSON_GetObjectItemCaseSensitive(labels, "training.kubeflow.org/job-role");
+    cr_expect(cJSON_IsString(podset) && strcmp(podset->valuestring, "launcher") == 0, "the queue's label copied");
+    cr_expect(cJSON_IsString(role) && strcmp(role->valuestring, "launcher") == 0, "the operator's labels stay");
+    const cJSON *sel = json_path(lj, "spec.selector.matchLabels"), *l;
+    cJSON_ArrayForEach(l, sel) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(labels, l->string);
+        cr_expect(cJSON_IsString(v) && strcmp(v->valuestring, l->valuestring) == 0, "the selector's label %s stays",
+                  l->string);
+    }
+    cJSON *ann = cJSON_GetObjectItemCaseSensitive(json_path(lj, "spec.template.metadata.annotations"),
+                                                  "kueue.x-k8s.io/workload");
+    cr_expect(cJSON_IsString(ann) && strcmp(ann->valuestring, "kq-1") == 0, "annotation copied");
+    cJSON_Delete(lj);
+}
+
 Test(controller, suspended_at_creation_creates_no_workers_and_a_suspended_launcher)
 {
     start_controller();
