@@ -543,6 +543,66 @@ out:
 /* The launcher Job follows runPolicy.suspend. Resuming waits for Ready workers under
  * WaitForWorkersReady, and first clears the Job's status.startTime through /status: a real
  * kube-apiserver refuses to unsuspend a Job that keeps the startTime of its earlier run. */
+/* The PodGroup, created when missing and following schedulingPolicy when it changes: the fields
+ * the operator sets (minMember, minResources, queue, priorityClassName, scheduleTimeoutSeconds)
+ * are merge-patched to what the job now says, those it no longer sets removed; fields a
+ * scheduler wrote are left alone. */
+static int ensure_podgroup(struct run *r, const struct kube_resource *pg)
+{
+    static const char *const ours[] = {"minMember", "minResources", "queue", "priorityClassName",
+                                       "scheduleTimeoutSeconds", NULL};
+    cJSON *desired = build_podgroup(r->job, &r->ctx->options);
+    cJSON *want = desired ? cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(desired, "spec"), true) : NULL;
+    struct kube_object *existing = NULL;
+    int rc = ensure(r, pg, &r->ctx->podgroups, r->job->name, desired, &existing);
+    if (rc == 0 && existing && want) {
+        cJSON *have = kube_object_parse(existing);
+        const cJSON *have_spec = cJSON_GetObjectItemCaseSensitive(have, "spec");
+        cJSON *patch_spec = cJSON_CreateObject();
+        bool differ = false;
+        for (int i = 0; patch_spec && ours[i]; i++) {
+            const cJSON *h = cJSON_GetObjectItemCaseSensitive(have_spec, ours[i]);
+            const cJSON *w = cJSON_GetObjectItemCaseSensitive(want, ours[i]);
+            if (w && !(h && cJSON_Compare(h, w, true))) {
+                cJSON_AddItemToObject(patch_spec, ours[i], cJSON_Duplicate(w, true));
+                differ = true;
+            } else if (!w && h) {
+                cJSON_AddNullToObject(patch_spec, ours[i]);
+                differ = true;
+            }
+        }
+        if (!patch_spec || !have) {
+            rc = KUBE_ENOMEM;
+        } else if (differ) {
+            cJSON *patch = cJSON_CreateObject();
+            char *body = NULL;
+            if (patch && cJSON_AddItemToObject(patch, "spec", patch_spec)) {
+                patch_spec = NULL;
+                body = cJSON_PrintUnformatted(patch);
+            }
+            struct kube_patch_opts merge = {.type = KUBE_PATCH_MERGE};
+            struct kube_status st = {0};
+            rc = body ? kube_patch(r->ctx->client, pg, r->job->namespace, r->job->name, body, &merge, NULL, &st)
+                      : KUBE_ENOMEM;
+            if (rc == 0)
+                log_info("PodGroup follows the scheduling policy", "job=%s/%s", r->job->namespace, r->job->name);
+            else if (rc != KUBE_ENOMEM)
+                log_warn("PodGroup update failed", "job=%s/%s code=%ld message=\"%s\"", r->job->namespace, r->job->name,
+                         st.http_code, st.message ? st.message : "");
+            if (rc == KUBE_ENOTFOUND)
+                rc = 0; /* deleted meanwhile: the next pass creates it */
+            kube_status_clear(&st);
+            free(body);
+            cJSON_Delete(patch);
+        }
+        cJSON_Delete(patch_spec);
+        cJSON_Delete(have);
+    }
+    kube_object_unref(existing);
+    cJSON_Delete(want);
+    return rc;
+}
+
 /* One JSON Patch operation making the launcher Job's template field at `path` (under
  * /spec/template) what the MPIJob's Launcher template now says: add (which replaces) or remove. */
 static int sync_field(cJSON *ops, const cJSON *have_tmpl, const cJSON *want_tmpl, const char *dotted,
@@ -922,7 +982,7 @@ static int reconcile_valid(struct run *r)
             }
             kube_object_unref(have);
         } else {
-            rc = ensure(r, pg, &ctx->podgroups, job->name, build_podgroup(job, &ctx->options), NULL);
+            rc = ensure_podgroup(r, pg);
         }
     }
 

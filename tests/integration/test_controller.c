@@ -833,6 +833,28 @@ static void check_gang(const char *scheduler, const char *name, const struct kub
     cr_assert(cJSON_IsString(ref) && strcmp(ref->valuestring, name) == 0, "the pod names its group in %s", where);
     cJSON_Delete(obj);
 
+    /* A changed schedulingPolicy reaches the PodGroup (it was only ever created). */
+    struct kube_patch_opts merge = {.type = KUBE_PATCH_MERGE};
+    cr_assert_eq(kube_patch(admin, &MPIJOB_RESOURCE_V2BETA1, "default", name,
+                            "{\"spec\":{\"runPolicy\":{\"schedulingPolicy\":{\"minAvailable\":2,\"queue\":\"team-a\","
+                            "\"scheduleTimeoutSeconds\":120}}}}",
+                            &merge, NULL, NULL),
+                 0);
+    bool volcano = group == &PODGROUP_VOLCANO;
+    uint64_t end = clock_now_ms() + 10000;
+    bool followed = false;
+    while (!followed && clock_now_ms() < end) {
+        cr_assert_eq(kube_get(admin, group, "default", name, &obj, NULL), 0);
+        followed = json_int(obj, "spec.minMember", 0) == 2 &&
+                   (volcano ? json_string(obj, "spec.queue") && strcmp(json_string(obj, "spec.queue"), "team-a") == 0
+                            : json_int(obj, "spec.scheduleTimeoutSeconds", 0) == 120);
+        cJSON_Delete(obj);
+        if (!followed)
+            clock_sleep_ms(50);
+    }
+    cr_assert(followed, "the PodGroup follows schedulingPolicy (minMember 2, %s)",
+              volcano ? "queue team-a" : "scheduleTimeoutSeconds 120");
+
     set_suspend(name, true);
     cr_assert(wait_gone(group, name, 10000), "suspend deletes the PodGroup");
 }
