@@ -40,7 +40,13 @@ import resource
 import shutil
 import signal
 import subprocess
+import sys
 import threading
+
+# The index's keys are made by scripts/images.py with the same rule a kubelet resolves by.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                                "scripts"))
+from images import normalize  # noqa: E402
 
 # containerd's default capabilities (oci.DefaultCapabilities / pkg/cap), which CRI containers
 # get unless their securityContext adds or drops some.
@@ -66,22 +72,6 @@ class CreateError(Exception):
 class ConfigError(CreateError):
     """The spec cannot hold for this image (CreateContainerConfigError), such as runAsNonRoot
     with an image that runs as root."""
-
-
-def normalize(ref):
-    """An image reference as containerd resolves it: docker.io when no registry is named,
-    library/ for a one-part docker.io name, latest when neither tag nor digest is given."""
-    name, _, digest = ref.partition("@")
-    first, slash, rest = name.partition("/")
-    if not slash or ("." not in first and ":" not in first and first != "localhost"):
-        domain, path = "docker.io", name
-    else:
-        domain, path = first, rest
-    if domain == "docker.io" and "/" not in path:
-        path = "library/" + path
-    if ":" not in path.rsplit("/", 1)[-1] and not digest:
-        path += ":latest"
-    return domain + "/" + path + ("@" + digest if digest else "")
 
 
 def _run(cmd, timeout=300):
