@@ -378,8 +378,18 @@ Test(informer, twenty_drops_in_a_row_still_converge)
     clock_sleep_ms(300);
     for (int i = 0; i < 20; i++) {
         snprintf(name, sizeof(name), "n%d", i);
-        cr_assert_eq(tally_get(t, t->adds, name), 1, "%s added once", name);
-        cr_assert_eq(tally_get(t, t->deletes, name), i % 3 == 2 ? 1 : 0, "%s deleted once or never", name);
+        int adds = tally_get(t, t->adds, name), deletes = tally_get(t, t->deletes, name);
+        if (i % 3 == 2) {
+            /* Created and deleted while the watch may be down: when the relist after a
+             * compaction comes later, the object never existed as far as the cache can
+             * know, and neither event is owed. Seen, it is seen once and deleted once. */
+            cr_assert_leq(adds, 1, "%s added at most once (adds=%d)", name, adds);
+            cr_assert_eq(deletes, adds, "%s deleted once if it was added (adds=%d deletes=%d)",
+                         name, adds, deletes);
+        } else {
+            cr_assert_eq(adds, 1, "%s added once (adds=%d)", name, adds);
+            cr_assert_eq(deletes, 0, "%s never deleted (deletes=%d)", name, deletes);
+        }
     }
     struct kube_object *x = informer_get(inf, "default", "x");
     cJSON *tree = kube_object_parse(x);
