@@ -1,7 +1,8 @@
-/* The reconcile of one MPIJob: read it and everything it owns from the informer caches,
- * compute the desired objects from the spec (builders.h), create what is missing, and write
- * status only when it changed (SPEC.md sections 2 and 3). Level-triggered: running it again at
- * any moment, or after a restart, converges on the same objects without duplicates.
+/* The reconcile of one MPIJob: read it and everything it owns from the informer caches (with
+ * what this controller remembers, expectations.h), plan the new status and the requests
+ * (plan.h), and execute the plan through the client, stopping at the first failure (SPEC.md
+ * sections 2 and 3). Level-triggered: running it again at any moment, or after a restart,
+ * converges on the same objects without duplicates.
  *
  * Handled now: creation in the order Service, ConfigMap, Secret, PodGroup, workers, launcher
  * (the launcher waits for Ready workers under WaitForWorkersReady); Created, Running,
@@ -18,6 +19,7 @@
 #include "kube/events.h"
 #include "kube/informer.h"
 #include "mpijob/builders.h"
+#include "mpijob/expectations.h"
 #include "mpijob/mpijob.h"
 #include "server/metrics.h"
 
@@ -29,13 +31,6 @@ struct cache_set {
 };
 /* A new reference to ns/name, or NULL. */
 struct kube_object *cache_get(const struct cache_set *set, const char *ns, const char *name);
-
-/* Creations this controller made that its caches have not shown yet (client-go's
- * "expectations"): until the informer catches up, a reconcile must not take a missing object
- * for one that still needs creating. Thread-safe. */
-struct expectations;
-struct expectations *expectations_new(void);
-void expectations_free(struct expectations *e);
 
 struct reconcile_ctx {
     struct kube_client *client;

@@ -412,3 +412,17 @@ enum job_state job_state_of(const cJSON *job, char *reason, size_t reason_len, c
         return JOB_SUSPENDED;
     return JOB_ACTIVE;
 }
+
+/* status.state, the STATE column: the type of the latest condition that is True. */
+void mpijob_status_set_state(cJSON *status)
+{
+    const char *state = NULL;
+    const cJSON *c;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(status, "conditions")) {
+        const char *t = json_string(c, "type"), *v = json_string(c, "status");
+        if (t && v && strcmp(v, "True") == 0)
+            state = t;
+    }
+    if (state)
+        json_set_string(status, "state", state);
+}

@@ -64,6 +64,8 @@ bool pod_failure(const cJSON *pod, char *reason, size_t reason_len, char *messag
  * kubelet's message>" for the first such container (init containers first); NULL when none. */
 const char *pod_waiting_problem(const cJSON *pod, char *message, size_t message_len);
 
+/* status.state, the STATE column: the type of the latest condition that is True. */
+void mpijob_status_set_state(cJSON *status);
 /* Removes a condition; returns 1 when there was one, else 0. */
 int mpijob_status_remove_condition(cJSON *status, const char *type);
 

@@ -1367,6 +1367,8 @@ def builtin_kinds():
              top=("secrets", "imagePullSecrets", "automountServiceAccountToken"),
              subresources={"token": ("authentication.k8s.io", "v1", "TokenRequest", ["create"])}),
         Kind("", ["v1"], "endpoints", "Endpoints", "endpoints", short=("ep",), top=("subsets",)),
+        Kind("", ["v1"], "resourcequotas", "ResourceQuota", "resourcequota", status=True, short=("quota",),
+             bookmark={"spec": {}, "status": {}}),
         Kind("apps", ["v1"], "deployments", "Deployment", "deployment", status=True, generation="spec",
              short=("deploy",), categories=("all",), defaulter=default_deployment, validator=validate_workload,
              update_validator=validate_workload_update,
@@ -3292,6 +3294,8 @@ class Api:
             kind.defaulter(obj, True)
         if kind.skey == ("", "pods") and self.service_accounts and name:
             self._admit_service_account(obj, ns, (body.get("metadata") or {}) if isinstance(body, dict) else {})
+        if kind.skey == ("", "pods") and name and not dry_run:
+            self._admit_quota(ns, name)
         errors = []
         if not name:
             errors.append(fe_required("metadata.name", "name or generateName is required"))
@@ -3309,6 +3313,29 @@ class Api:
             obj["metadata"]["resourceVersion"] = ""
             return obj
         return self.store.commit(kind, ADDED, ns, name, obj, None)
+
+    def _admit_quota(self, ns, name):
+        """The ResourceQuota admission plugin, for the object count it is most often used for:
+        `pods` (or `count/pods`) in spec.hard. Pods in a terminal phase do not count, as in
+        kube-apiserver; the refusal is its 403 and message."""
+        quota_kind = self.store.by_gvr[("", "v1", "resourcequotas")]
+        pods = self.store.by_gvr[("", "v1", "pods")]
+        for (qns, qname), quota in sorted(self.store.objects[quota_kind.skey].items()):
+            hard = (quota.get("spec") or {}).get("hard") or {}
+            key = "pods" if "pods" in hard else "count/pods" if "count/pods" in hard else None
+            if qns != ns or key is None:
+                continue
+            try:
+                limit = int(str(hard[key]))
+            except ValueError:
+                continue
+            used = sum(1 for (pns, _), p in self.store.objects[pods.skey].items()
+                       if pns == ns and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed"))
+            if used + 1 > limit:
+                raise api_error(403, "Forbidden",
+                                'pods "%s" is forbidden: exceeded quota: %s, requested: %s=1, used: %s=%d, '
+                                'limited: %s=%d' % (name, qname, key, key, used, key, limit),
+                                {"name": name, "kind": "pods"})
 
     def _admit_service_account(self, pod, ns, given_meta):
         """The ServiceAccount admission plugin (mutating admission runs before validation and

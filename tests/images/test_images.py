@@ -442,7 +442,9 @@ class CrashReaper(unittest.TestCase):
                 with open("/proc/mounts") as f:
                     return [line.split()[1] for line in f if " %s/" % state in line]
 
-            until("the pod ran", lambda: phase() == "Running")
+            # A fresh state directory: the worker image is unpacked first (skopeo, umoci), which a
+            # loaded 2-core machine can take well over WAIT to do.
+            until("the pod ran", lambda: phase() == "Running", timeout=4 * WAIT)
             until("the container's process showed", sleepers)
             with open(os.path.join(state, "kubelet.json")) as f:
                 prefix = json.load(f)["prefix"]

@@ -208,14 +208,15 @@ static void check_creation_order(void)
     char expected[1024];
     const char *p0 = strstr(w, w0), *p1 = strstr(w, w1);
     bool zero_first = p0 && (!p1 || p0 < p1);
+    /* The status that says Created is written before the objects are made (plan.h). */
     snprintf(expected, sizeof(expected),
              "create mpijobs/pi 201\n"
+             "update mpijobs/status/pi 200\n"
              "create services/pi 201\n"
              "create configmaps/pi-config 201\n"
              "create secrets/pi-ssh 201\n"
              "%s%s"
-             "create jobs/pi-launcher 201\n"
-             "update mpijobs/status/pi 200\n",
+             "create jobs/pi-launcher 201\n",
              zero_first ? w0 : w1, zero_first ? w1 : w0);
     cr_assert_eq(strncmp(w, expected, strlen(expected)), 0, "request log:\n%s", w);
 }
@@ -976,4 +977,136 @@ Test(controller, transport_conflicts_and_unforwarded_variables_are_warned)
     cr_assert_str_eq(cJSON_GetArrayItem(cmd, 2)->valuestring, "mpirun -x FOO -np 2 python train.py",
                      "the shell line is not touched");
     cJSON_Delete(shj);
+}
+
+static void set_worker_replicas(const char *job_name, int replicas)
+{
+    char body[128];
+    snprintf(body, sizeof(body), "{\"spec\":{\"mpiReplicaSpecs\":{\"Worker\":{\"replicas\":%d}}}}", replicas);
+    struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE};
+    cr_assert_eq(kube_patch(admin, &MPIJOB_RESOURCE_V2BETA1, "default", job_name, body, &po, NULL, NULL), 0);
+}
+
+static char *configmap_data(const char *name, const char *key)
+{
+    cJSON *cm = NULL;
+    char *out = NULL;
+    if (kube_get(admin, &KUBE_CONFIGMAPS, "default", name, &cm, NULL) == 0) {
+        const cJSON *v = cJSON_GetObjectItem(cJSON_GetObjectItem(cm, "data"), key);
+        out = cJSON_IsString(v) ? strdup(v->valuestring) : NULL;
+    }
+    cJSON_Delete(cm);
+    return out;
+}
+
+/* Elastic jobs (Horovod's contract): replicas may change while the job runs. New indexes are
+ * created, indexes >= replicas deleted, discover_hosts.sh follows; the launcher is left alone. */
+Test(controller, scaling_workers_follows_replicas_and_leaves_the_launcher_alone)
+{
+    start_created("el");
+    char *launcher_uid = NULL;
+    cJSON *lj = NULL;
+    cr_assert_eq(kube_get(admin, &KUBE_JOBS, "default", "el-launcher", &lj, NULL), 0);
+    launcher_uid = strdup(json_string(lj, "metadata.uid"));
+    cJSON_Delete(lj);
+
+    set_worker_replicas("el", 3);
+    cr_assert(wait_exists(&KUBE_PODS, "el-worker-2", 10000), "scaling up creates the new index");
+    for (int i = 0; i < 3; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "el-worker-%d", i);
+        set_pod_running(name);
+    }
+    start_launcher_pod("el");
+    cr_assert(wait_condition("el", "Running", "MPIJobRunning", 10000));
+
+    set_worker_replicas("el", 1);
+    cr_assert(wait_gone(&KUBE_PODS, "el-worker-2", 10000), "index 2 >= replicas is deleted");
+    cr_assert(wait_gone(&KUBE_PODS, "el-worker-1", 10000), "index 1 >= replicas is deleted");
+    cr_assert(exists(&KUBE_PODS, "el-worker-0"));
+    uint64_t until = clock_now_ms() + 10000;
+    char *hosts = NULL;
+    bool follows = false;
+    while (!follows && clock_now_ms() < until) {
+        free(hosts);
+        hosts = configmap_data("el-config", "discover_hosts.sh");
+        follows = hosts && strstr(hosts, "el-worker-0.") && !strstr(hosts, "el-worker-1.") &&
+                  !strstr(hosts, "el-worker-2.");
+        if (!follows)
+            clock_sleep_ms(50);
+    }
+    cr_assert(follows, "discover_hosts.sh lists the one worker left:\n%s", hosts ? hosts : "(none)");
+    free(hosts);
+    char *hostfile = configmap_data("el-config", "hostfile");
+    cr_assert(hostfile && !strstr(hostfile, "el-worker-1.") && !strstr(hostfile, "el-worker-2."),
+              "the hostfile lists one host:\n%s", hostfile ? hostfile : "(none)");
+    free(hostfile);
+
+    lj = NULL;
+    cr_assert_eq(kube_get(admin, &KUBE_JOBS, "default", "el-launcher", &lj, NULL), 0);
+    cr_assert_str_eq(json_string(lj, "metadata.uid"), launcher_uid, "the launcher is the same Job");
+    cr_assert_not(json_bool(lj, "spec.suspend", false));
+    cJSON_Delete(lj);
+    free(launcher_uid);
+    if (srv.is_double) {
+        const char *w = writes();
+        cr_assert_null(strstr(w, "patch jobs/"), "the launcher Job was not touched:\n%s", w);
+        cr_assert_null(strstr(w, "delete jobs/"), "the launcher Job was not touched:\n%s", w);
+    }
+}
+
+/* A quota of 2 pods and a job of 4 workers: the server refuses the third worker. The refusal
+ * shows on the MPIJob: a FailedCreate Warning event with the server's message (one Event whose
+ * count grows, not one per retry), and ReplicaFailure naming the pod while it lasts. When the
+ * quota goes, the workers are made and the condition goes too. */
+Test(controller, refused_workers_surface_as_failed_create_and_replica_failure)
+{
+    const char *quota = "{\"apiVersion\":\"v1\",\"kind\":\"ResourceQuota\",\"metadata\":{\"name\":\"two-pods\"},"
+                        "\"spec\":{\"hard\":{\"pods\":\"2\"}}}";
+    const struct kube_resource quotas = {"", "v1", "resourcequotas", "ResourceQuota", true};
+    cJSON *q = cJSON_Parse(quota);
+    cr_assert_eq(kube_create(admin, &quotas, "default", q, NULL, NULL), 0);
+    cJSON_Delete(q);
+    /* kube-controller-manager's quota controller fills status; without one, the test does. */
+    struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE, .subresource = "status"};
+    cr_assert_eq(kube_patch(admin, &quotas, "default", "two-pods",
+                            "{\"status\":{\"hard\":{\"pods\":\"2\"},\"used\":{\"pods\":\"0\"}}}", &po, NULL, NULL),
+                 0);
+
+    start_controller();
+    create_job("qt", NULL);
+    set_worker_replicas("qt", 4);
+    cr_assert(wait_condition("qt", "ReplicaFailure", "FailedCreate", 15000), "ReplicaFailure while refused");
+    cJSON *job = get_job("qt");
+    const cJSON *c;
+    const char *message = NULL;
+    cJSON_ArrayForEach(c, json_path(job, "status.conditions")) {
+        if (strcmp(json_string(c, "type"), "ReplicaFailure") == 0)
+            message = json_string(c, "message");
+    }
+    cr_assert(message && strstr(message, "cannot create Pod qt-worker-") && strstr(message, "exceeded quota: two-pods"),
+              "the condition names the pod and the server's reason: %s", message ? message : "(none)");
+    cr_assert_str_eq(json_string(job, "status.state"), "ReplicaFailure", "the STATE column shows it");
+    cJSON_Delete(job);
+
+    clock_sleep_ms(1500); /* a few retries */
+    event_recorder_flush(recorder);
+    struct kube_list_opts lo = {.field_selector = "reason=FailedCreate"};
+    cJSON *items = NULL;
+    cr_assert_eq(kube_list_all(admin, &KUBE_EVENTS, "default", &lo, &items, NULL, NULL), 0);
+    cr_assert_geq(cJSON_GetArraySize(items), 1, "a FailedCreate event");
+    const cJSON *e = cJSON_GetArrayItem(items, 0);
+    cr_assert_str_eq(json_string(e, "type"), "Warning");
+    cr_assert_str_eq(json_string(e, "involvedObject.kind"), "MPIJob");
+    cr_assert(strstr(json_string(e, "message"), "exceeded quota: two-pods"), "%s", json_string(e, "message"));
+    cr_assert_leq(cJSON_GetArraySize(items), 2, "aggregated, not one Event per retry");
+    cJSON_Delete(items);
+
+    cr_assert_eq(kube_delete(admin, &quotas, "default", "two-pods", NULL, NULL, NULL), 0);
+    cr_assert(wait_exists(&KUBE_PODS, "qt-worker-3", 30000), "the workers are made once the quota goes");
+    cr_assert(wait_exists(&KUBE_PODS, "qt-worker-2", 10000));
+    uint64_t until = clock_now_ms() + 10000;
+    while (condition_true("qt", "ReplicaFailure", NULL) && clock_now_ms() < until)
+        clock_sleep_ms(50);
+    cr_assert_not(condition_true("qt", "ReplicaFailure", NULL), "the condition goes with the refusal");
 }

@@ -1,0 +1,103 @@
+/* The planner: what one reconcile of a valid MPIJob should do, decided without a request.
+ *
+ * plan_job takes the parsed job, its status as cached, the objects the caches show under the
+ * job's names (and what the controller remembers about them: creations on their way, counted
+ * failures, a standing refusal) and the time, and returns the new status and an ordered list of
+ * actions. The executor (reconcile.c) applies the list through the client and stops at the first
+ * failure. Nothing here sends a request, reads a cache or a clock, so every SPEC behaviour is a
+ * table test (tests/unit/test_plan.c) of (input) -> (status, actions).
+ *
+ * The order of a plan:
+ *   1. the status write, when the status changed (it was decided from the caches alone);
+ *   2. the events that announce what that status says (MPIJobCreated, MPIJobRunning, ...): after
+ *      the write, so a write lost to a Conflict announces nothing twice;
+ *   3. what that status decided: deleting failed workers (counted in status.workerRestarts), the
+ *      launcher after a deadline, the pods under cleanPodPolicy, the MPIJob after its TTL;
+ *   4. the objects the spec wants: Service, ConfigMap, Secret, PodGroup, workers (deleting those
+ *      at indexes >= replicas, creating the missing ones), then the launcher Job.
+ * A step 4 that the server refuses becomes a FailedCreate event (executor) and, on the next
+ * reconcile, a ReplicaFailure condition naming it (planner), written before the retry. */
+#ifndef MPIJOB_PLAN_H
+#define MPIJOB_PLAN_H
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "kube/client.h"
+#include "kube/object.h"
+#include "mpijob/builders.h"
+#include "mpijob/expectations.h"
+#include "mpijob/mpijob.h"
+
+#define MPIJOB_COND_REPLICA_FAILURE "ReplicaFailure"
+
+/* One object the job wants, as the cache shows it. */
+struct plan_object {
+    struct kube_object *obj; /* under the job's name, or NULL (borrowed) */
+    bool pending;            /* missing, but our creation of it is on its way into the cache */
+};
+
+struct plan_input {
+    const struct mpijob *job;
+    const cJSON *status;  /* as cached; may be NULL */
+    long long generation; /* metadata.generation */
+    const struct mpijob_options *options;
+    time_t now;
+    struct plan_object service, configmap, secret, podgroup, launcher;
+    bool gang;                   /* PodGroups are watched (gang scheduling configured) */
+    struct plan_object *workers; /* [job->worker.replicas], by index */
+    bool *worker_counted;        /* [replicas]: a Failed worker already counted in status */
+    struct kube_object **owned_pods; /* every pod the MPIJob controls (workers at any index) */
+    size_t n_owned_pods;
+    struct kube_object **launcher_pods; /* the pods the launcher Job controls */
+    size_t n_launcher_pods;
+    const struct refusal *refusal; /* the standing refusal of this job, or NULL */
+};
+
+enum action_type {
+    ACTION_WRITE_STATUS, /* PUT .../status of the MPIJob with the plan's status */
+    ACTION_EVENT,        /* an event on the MPIJob */
+    ACTION_CREATE,
+    ACTION_REPLACE,
+    ACTION_PATCH,
+    ACTION_DELETE,
+};
+
+struct action {
+    enum action_type type;
+    const struct kube_resource *resource; /* all but WRITE_STATUS and EVENT */
+    char *name;
+    cJSON *object;                  /* CREATE, REPLACE */
+    char *patch;                    /* PATCH */
+    enum kube_patch_type patch_type;
+    const char *subresource;        /* PATCH: NULL or "status" */
+    char *uid;                      /* DELETE: precondition, or NULL */
+    const char *propagation;        /* DELETE: "Background" or NULL */
+    bool count_failure;             /* DELETE of a failed worker: counted in status (uid) */
+    const char *event_type, *reason; /* EVENT: string literals */
+    char *message;                  /* EVENT */
+};
+
+struct plan {
+    cJSON *status; /* the new status (owned) */
+    struct action *actions;
+    size_t n, cap;
+    uint64_t requeue_after_ms; /* > 0: look again after this long even if nothing changes */
+    bool nomem;                /* building the plan ran out of memory: apply nothing */
+};
+
+/* 0, or KUBE_ENOMEM (out is then freed). */
+int plan_job(const struct plan_input *in, struct plan *out);
+void plan_free(struct plan *p);
+
+/* Whether the plan creates or updates that object. */
+bool plan_writes(const struct plan *p, const char *kind, const char *name);
+
+/* One line per action, for logs and table tests: "write status", "event Normal MPIJobCreated",
+ * "create Service j", "replace ConfigMap j-config", "patch Job j-launcher spec",
+ * "patch Job j-launcher status", "delete Pod j-worker-2". */
+void action_describe(const struct action *a, char *buf, size_t len);
+
+#endif

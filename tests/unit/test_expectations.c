@@ -1,0 +1,52 @@
+/* What the controller remembers between reconciles (expectations.h): entries expire and are
+ * swept, so memory does not grow with the jobs and pods ever seen; refusals stand until their
+ * object is written. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+
+#include "mpijob/expectations.h"
+#include "util/clock.h"
+
+Test(expectations, counted_failures_and_creations_are_swept_after_the_ttl)
+{
+    struct expectations *e = expectations_new();
+    cr_assert_not_null(e);
+    expectations_set_ttl(e, 20);
+    char uid[64];
+    for (int i = 0; i < 1000; i++) {
+        snprintf(uid, sizeof(uid), "uid-%d", i);
+        expect_failure_counted(e, uid);
+        expect_created(e, &KUBE_PODS, "ns", uid);
+    }
+    cr_assert(expect_failure_is_counted(e, "uid-7"));
+    cr_assert(expect_pending(e, &KUBE_PODS, "ns", "uid-7"));
+    cr_assert_geq(expectations_size(e), 1999);
+    clock_sleep_ms(40);
+    cr_assert_not(expect_failure_is_counted(e, "uid-8"), "expired");
+    expect_failure_counted(e, "one-more"); /* the next write sweeps */
+    cr_assert_leq(expectations_size(e), 2, "swept: %zu entries left", expectations_size(e));
+    expectations_free(e);
+}
+
+Test(expectations, the_first_refusal_stands_until_its_object_is_written)
+{
+    struct expectations *e = expectations_new();
+    struct refusal r;
+    cr_assert_not(expect_refusal(e, "ns/j", &r));
+    expect_refused(e, "ns/j", "Pod", "j-worker-3", "exceeded quota");
+    expect_refused(e, "ns/j", "Pod", "j-worker-2", "exceeded quota"); /* in parallel: does not take over */
+    cr_assert(expect_refusal(e, "ns/j", &r));
+    cr_assert_str_eq(r.name, "j-worker-3");
+    expect_refused(e, "ns/j", "Pod", "j-worker-3", "exceeded quota: used 3");
+    cr_assert(expect_refusal(e, "ns/j", &r));
+    cr_assert_str_eq(r.message, "exceeded quota: used 3", "the same object's newer message replaces");
+    expect_accepted(e, "ns/j", "Pod", "j-worker-2"); /* another object: the refusal stands */
+    cr_assert(expect_refusal(e, "ns/j", &r));
+    expect_accepted(e, "ns/j", "Pod", "j-worker-3");
+    cr_assert_not(expect_refusal(e, "ns/j", &r));
+    expect_refused(e, "ns/k", "Pod", "k-worker-0", "denied");
+    expect_forget_job(e, "ns/k");
+    cr_assert_not(expect_refusal(e, "ns/k", &r), "a deleted job's refusal goes with it");
+    cr_assert_eq(expectations_size(e), 0);
+    expectations_free(e);
+}

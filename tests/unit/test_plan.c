@@ -1,0 +1,471 @@
+/* The reconcile planner, table-driven (SPEC.md sections 2 and 3): for a world (the MPIJob, its
+ * status, the objects the caches show, what the controller remembers) the exact ordered
+ * actions and the conditions of the new status. No server, no threads: plan.h is pure. */
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kube/object.h"
+#include "mpijob/plan.h"
+#include "mpijob/status.h"
+#include "util/json.h"
+
+#define NOW 1800000000 /* 2027-01-15T08:00:00Z */
+
+/* Objects present, as a bit set. */
+enum {
+    SERVICE = 1,
+    CONFIGMAP = 2,
+    SECRET = 4,
+    LAUNCHER = 8,
+    PODGROUP = 16,
+    ALL_OBJECTS = SERVICE | CONFIGMAP | SECRET | LAUNCHER,
+};
+
+struct pod_spec {
+    const char *name;  /* NULL ends the list */
+    const char *phase; /* Pending, Running, Succeeded, Failed */
+    bool ready;
+    bool deleting;
+    bool foreign; /* not controlled by the job */
+};
+
+struct plan_case {
+    const char *name;
+    int replicas;
+    const char *run_policy;      /* extra members of spec.runPolicy, JSON, e.g. "\"suspend\":true" */
+    const char *creation_policy; /* launcherCreationPolicy; NULL: AtStartup */
+    const char *status;          /* the cached status, JSON; NULL: none */
+    bool settle;                 /* plan once, feed its status back, and check the second plan */
+    unsigned have;               /* objects present */
+    unsigned pending;            /* objects whose creation is on its way into the cache */
+    unsigned foreign;            /* objects present under our names but not ours */
+    const char *launcher_status; /* the launcher Job's status, JSON; NULL: {} */
+    bool launcher_suspended;
+    struct pod_spec workers[6];
+    struct pod_spec launcher_pods[2];
+    const char *counted;         /* the worker whose failure is counted already, or NULL */
+    const char *refusal;         /* "Kind name" refused with "exceeded quota", or NULL */
+    const char *gang;            /* options.gang_scheduler */
+    const char *podgroup_spec;   /* the cached PodGroup's spec, JSON */
+    const char *expect[16];      /* the action descriptions, in order */
+    const char *conditions;      /* "Type=Status/Reason ..." of the new status, in order; NULL: unchecked */
+    unsigned long long requeue_ms; /* 0: unchecked */
+};
+
+/* ---- the world ------------------------------------------------------------------------ */
+
+struct world {
+    struct mpijob *job;
+    cJSON *tree;
+    struct mpijob_options options;
+    struct plan_input in;
+    struct plan_object workers[6];
+    bool counted[6];
+    struct kube_object *owned[6], *launcher_pods[2];
+    struct refusal refusal;
+};
+
+static cJSON *job_tree(const struct plan_case *c)
+{
+    char text[4096];
+    snprintf(text, sizeof(text),
+             "{\"apiVersion\":\"kubeflow.org/v2beta1\",\"kind\":\"MPIJob\","
+             "\"metadata\":{\"name\":\"pi\",\"namespace\":\"default\",\"uid\":\"uid-pi\",\"generation\":3},"
+             "\"spec\":{\"slotsPerWorker\":1,\"launcherCreationPolicy\":\"%s\","
+             "\"runPolicy\":{\"cleanPodPolicy\":\"Running\"%s%s},"
+             "\"mpiReplicaSpecs\":{"
+             "\"Launcher\":{\"replicas\":1,\"template\":{\"spec\":{\"containers\":[{\"name\":\"l\",\"image\":\"w\","
+             "\"command\":[\"mpirun\",\"pi\"]}]}}},"
+             "\"Worker\":{\"replicas\":%d,\"template\":{\"spec\":{\"containers\":[{\"name\":\"w\",\"image\":\"w\"}]}}}}}}",
+             c->creation_policy ? c->creation_policy : "AtStartup", c->run_policy ? "," : "",
+             c->run_policy ? c->run_policy : "", c->replicas);
+    cJSON *tree = cJSON_Parse(text);
+    cr_assert_not_null(tree, "case %s: bad job JSON", c->name);
+    if (c->status)
+        cJSON_AddItemToObject(tree, "status", cJSON_Parse(c->status));
+    return tree;
+}
+
+/* A cached object from its JSON text; owner: the controlling uid, or NULL. */
+static struct kube_object *object(const char *name, const char *uid, const char *owner, bool deleting,
+                                  cJSON *tree)
+{
+    cJSON *meta = json_ensure_object(tree, "metadata");
+    json_set_string(meta, "name", name);
+    json_set_string(meta, "namespace", "default");
+    json_set_string(meta, "uid", uid);
+    json_set_string(meta, "resourceVersion", "7");
+    if (deleting)
+        json_set_string(meta, "deletionTimestamp", "2027-01-15T07:59:00Z");
+    cJSON_DeleteItemFromObject(meta, "ownerReferences");
+    if (owner) {
+        cJSON *refs = cJSON_AddArrayToObject(meta, "ownerReferences");
+        cJSON *ref = cJSON_CreateObject();
+        cJSON_AddStringToObject(ref, "uid", owner);
+        cJSON_AddBoolToObject(ref, "controller", true);
+        cJSON_AddItemToArray(refs, ref);
+    }
+    struct kube_object *o = kube_object_new(tree, 1, NULL);
+    cr_assert_not_null(o);
+    cJSON_Delete(tree);
+    return o;
+}
+
+static struct kube_object *pod(const struct pod_spec *p, const char *owner)
+{
+    char text[1024], uid[300];
+    bool failed = strcmp(p->phase, "Failed") == 0;
+    snprintf(text, sizeof(text),
+             "{\"kind\":\"Pod\",\"status\":{\"phase\":\"%s\",\"conditions\":[{\"type\":\"Ready\",\"status\":\"%s\"}]%s}}",
+             p->phase, p->ready ? "True" : "False",
+             failed ? ",\"containerStatuses\":[{\"name\":\"w\",\"state\":{\"terminated\":{\"exitCode\":137,"
+                      "\"reason\":\"OOMKilled\",\"finishedAt\":\"2027-01-15T07:59:30Z\"}}}]"
+                    : "");
+    snprintf(uid, sizeof(uid), "uid-%s", p->name);
+    return object(p->name, uid, p->foreign ? "uid-other" : owner, p->deleting, cJSON_Parse(text));
+}
+
+/* An object the builders make, as the cache would show it once created. */
+static struct kube_object *built(const char *name, cJSON *desired, bool foreign)
+{
+    cr_assert_not_null(desired);
+    char uid[300];
+    snprintf(uid, sizeof(uid), "uid-%s", name);
+    return object(name, uid, foreign ? "uid-other" : "uid-pi", false, desired);
+}
+
+static void present(struct world *w, const struct plan_case *c, unsigned bit, struct plan_object *po,
+                    const char *name, cJSON *(*make)(struct world *w, const struct plan_case *c))
+{
+    if (c->have & bit)
+        po->obj = built(name, make(w, c), c->foreign & bit);
+    po->pending = c->pending & bit;
+}
+
+static cJSON *make_service(struct world *w, const struct plan_case *c)
+{
+    (void)c;
+    return build_service(w->job, &w->options);
+}
+
+static cJSON *make_configmap(struct world *w, const struct plan_case *c)
+{
+    (void)c;
+    return build_configmap(w->job, &w->options, NULL, 0);
+}
+
+static cJSON *make_secret(struct world *w, const struct plan_case *c)
+{
+    (void)c;
+    cJSON *s = cJSON_Parse("{\"kind\":\"Secret\",\"data\":{}}");
+    (void)w;
+    return s;
+}
+
+static cJSON *make_launcher(struct world *w, const struct plan_case *c)
+{
+    cJSON *lj = build_launcher_job(w->job, &w->options, NULL);
+    cJSON_DeleteItemFromObject(json_path(lj, "spec"), "suspend");
+    cJSON_AddBoolToObject(json_path(lj, "spec"), "suspend", c->launcher_suspended);
+    cJSON_AddItemToObject(lj, "status", cJSON_Parse(c->launcher_status ? c->launcher_status : "{}"));
+    return lj;
+}
+
+static cJSON *make_podgroup(struct world *w, const struct plan_case *c)
+{
+    cJSON *pg = build_podgroup(w->job, &w->options);
+    if (c->podgroup_spec) {
+        cJSON_DeleteItemFromObject(pg, "spec");
+        cJSON_AddItemToObject(pg, "spec", cJSON_Parse(c->podgroup_spec));
+    }
+    return pg;
+}
+
+static void world_init(struct world *w, const struct plan_case *c)
+{
+    memset(w, 0, sizeof(*w));
+    w->options.gang_scheduler = c->gang;
+    w->tree = job_tree(c);
+    struct mpijob_problems problems = {0};
+    cr_assert_eq(mpijob_parse(w->tree, NULL, &w->job, &problems), 0, "case %s: job does not parse", c->name);
+    mpijob_problems_free(&problems);
+    struct plan_input *in = &w->in;
+    *in = (struct plan_input){.job = w->job, .status = json_path(w->tree, "status"), .generation = 3,
+                              .options = &w->options, .now = NOW, .workers = w->workers,
+                              .worker_counted = w->counted, .gang = c->gang != NULL};
+    present(w, c, SERVICE, &in->service, "pi", make_service);
+    present(w, c, CONFIGMAP, &in->configmap, "pi-config", make_configmap);
+    present(w, c, SECRET, &in->secret, "pi-ssh", make_secret);
+    present(w, c, LAUNCHER, &in->launcher, "pi-launcher", make_launcher);
+    present(w, c, PODGROUP, &in->podgroup, "pi", make_podgroup);
+    for (int i = 0; c->workers[i].name; i++) {
+        struct kube_object *o = pod(&c->workers[i], "uid-pi");
+        int index = atoi(strrchr(c->workers[i].name, '-') + 1);
+        if (index < c->replicas)
+            w->workers[index].obj = kube_object_ref(o);
+        if (!c->workers[i].foreign)
+            w->owned[in->n_owned_pods++] = kube_object_ref(o);
+        if (index < 6)
+            w->counted[index] = c->counted && strcmp(c->counted, c->workers[i].name) == 0;
+        kube_object_unref(o);
+    }
+    for (int i = 0; c->launcher_pods[i].name; i++)
+        w->launcher_pods[in->n_launcher_pods++] = pod(&c->launcher_pods[i], "uid-pi-launcher");
+    in->owned_pods = w->owned;
+    in->launcher_pods = w->launcher_pods;
+    if (c->refusal) {
+        sscanf(c->refusal, "%63s %255s", w->refusal.kind, w->refusal.name);
+        snprintf(w->refusal.message, sizeof(w->refusal.message), "exceeded quota: q, requested: pods=1");
+        in->refusal = &w->refusal;
+    }
+}
+
+static void world_free(struct world *w)
+{
+    struct plan_object *single[] = {&w->in.service, &w->in.configmap, &w->in.secret, &w->in.launcher,
+                                    &w->in.podgroup};
+    for (size_t i = 0; i < 5; i++)
+        kube_object_unref(single[i]->obj);
+    for (int i = 0; i < 6; i++)
+        kube_object_unref(w->workers[i].obj);
+    for (size_t i = 0; i < w->in.n_owned_pods; i++)
+        kube_object_unref(w->owned[i]);
+    for (size_t i = 0; i < w->in.n_launcher_pods; i++)
+        kube_object_unref(w->launcher_pods[i]);
+    mpijob_free(w->job);
+    cJSON_Delete(w->tree);
+}
+
+/* ---- checking --------------------------------------------------------------------------- */
+
+static char *describe(const struct plan *p)
+{
+    size_t len = 1;
+    char *all = calloc(1, 1), line[512];
+    for (size_t i = 0; i < p->n; i++) {
+        action_describe(&p->actions[i], line, sizeof(line));
+        len += strlen(line) + 1;
+        all = realloc(all, len);
+        strcat(all, line);
+        strcat(all, "\n");
+    }
+    return all;
+}
+
+static char *conditions_of(const cJSON *status)
+{
+    char *all = calloc(1, 4096);
+    const cJSON *c;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(status, "conditions")) {
+        char one[256];
+        snprintf(one, sizeof(one), "%s%s=%s/%s", *all ? " " : "", json_string(c, "type"), json_string(c, "status"),
+                 json_string(c, "reason"));
+        strcat(all, one);
+    }
+    return all;
+}
+
+static void check(const struct plan_case *c)
+{
+    struct world w;
+    world_init(&w, c);
+    struct plan p;
+    cr_assert_eq(plan_job(&w.in, &p), 0, "case %s: plan failed", c->name);
+    if (c->settle) {
+        /* The status written, as the cache shows it next: the second plan starts from it. */
+        cJSON *status = cJSON_Duplicate(p.status, true);
+        cJSON_DeleteItemFromObject(w.tree, "status");
+        cJSON_AddItemToObject(w.tree, "status", status);
+        w.in.status = status;
+        plan_free(&p);
+        cr_assert_eq(plan_job(&w.in, &p), 0);
+    }
+    char *got = describe(&p);
+    char want[2048] = "";
+    for (int i = 0; c->expect[i]; i++) {
+        strcat(want, c->expect[i]);
+        strcat(want, "\n");
+    }
+    cr_expect_str_eq(got, want, "case %s:\nplanned:\n%s\nexpected:\n%s", c->name, got, want);
+    if (c->conditions) {
+        char *conds = conditions_of(p.status);
+        cr_expect_str_eq(conds, c->conditions, "case %s: conditions %s, expected %s", c->name, conds, c->conditions);
+        free(conds);
+    }
+    if (c->requeue_ms)
+        cr_expect_eq(p.requeue_after_ms, c->requeue_ms, "case %s: requeue after %llu ms", c->name,
+                     (unsigned long long)p.requeue_after_ms);
+    cr_expect_eq(json_int(p.status, "observedGeneration", -1), 3, "case %s: observedGeneration", c->name);
+    free(got);
+    plan_free(&p);
+    world_free(&w);
+}
+
+/* ---- the table ----------------------------------------------------------------------------- */
+
+#define T0 "\"lastTransitionTime\":\"2027-01-15T07:00:00Z\",\"lastUpdateTime\":\"2027-01-15T07:00:00Z\""
+#define CREATED "{\"type\":\"Created\",\"status\":\"True\",\"reason\":\"MPIJobCreated\",\"message\":\"MPIJob default/pi is created.\"," T0 "}"
+#define RUNNING "{\"type\":\"Running\",\"status\":\"True\",\"reason\":\"MPIJobRunning\",\"message\":\"MPIJob default/pi is running.\"," T0 "}"
+#define STARTED "\"startTime\":\"2027-01-15T07:00:00Z\""
+#define STATUS_CREATED "{\"conditions\":[" CREATED "]," STARTED "}"
+#define STATUS_RUNNING "{\"conditions\":[" CREATED "," RUNNING "]," STARTED "}"
+#define SUCCEEDED_LONG_AGO                                                                                              \
+    "{\"conditions\":[" CREATED ",{\"type\":\"Succeeded\",\"status\":\"True\",\"reason\":\"MPIJobSucceeded\"," T0 "}]," \
+    STARTED ",\"completionTime\":\"2027-01-15T07:00:00Z\"}"
+
+#define W(i, phase, ready) {"pi-worker-" #i, phase, ready, false, false}
+#define RUNNING_WORKERS {W(0, "Running", true), W(1, "Running", true)}
+#define LAUNCHER_RUNNING {{"pi-launcher-x", "Running", true, false, false}}
+#define COMPLETE "{\"conditions\":[{\"type\":\"Complete\",\"status\":\"True\"}]}"
+#define BACKOFF "{\"conditions\":[{\"type\":\"Failed\",\"status\":\"True\",\"reason\":\"BackoffLimitExceeded\",\"message\":\"Job has reached the specified backoff limit\"}]}"
+
+static const struct plan_case cases[] = {
+    {.name = "a new job: status, event, then every object in SPEC order",
+     .replicas = 2,
+     .expect = {"write status", "event Normal MPIJobCreated", "create Service pi", "create ConfigMap pi-config",
+                "create Secret pi-ssh", "create Pod pi-worker-0", "create Pod pi-worker-1", "create Job pi-launcher"},
+     .conditions = "Created=True/MPIJobCreated"},
+    {.name = "creations on their way into the cache are not made twice",
+     .replicas = 2, .status = STATUS_CREATED, .have = SERVICE, .pending = CONFIGMAP | SECRET | LAUNCHER,
+     .workers = {W(0, "Pending", false)},
+     .expect = {"write status", "create Pod pi-worker-1"}},
+    {.name = "WaitForWorkersReady: no launcher while a worker is not Ready",
+     .replicas = 2, .status = STATUS_CREATED, .creation_policy = "WaitForWorkersReady",
+     .have = SERVICE | CONFIGMAP | SECRET, .workers = {W(0, "Running", true), W(1, "Running", false)},
+     .expect = {"write status", "replace ConfigMap pi-config"}},
+    {.name = "WaitForWorkersReady: the launcher once every worker is Ready",
+     .replicas = 2, .status = STATUS_CREATED, .creation_policy = "WaitForWorkersReady",
+     .have = SERVICE | CONFIGMAP | SECRET, .workers = RUNNING_WORKERS,
+     .expect = {"write status", "replace ConfigMap pi-config", "create Job pi-launcher"}},
+    {.name = "Pending pods are not active; Running needs the launcher and every worker Running",
+     .replicas = 2, .status = STATUS_CREATED, .have = ALL_OBJECTS,
+     .workers = {W(0, "Running", true), W(1, "Pending", false)}, .launcher_pods = LAUNCHER_RUNNING,
+     .expect = {"write status", "replace ConfigMap pi-config"},
+     .conditions = "Created=True/MPIJobCreated"},
+    {.name = "running: status, the Running event once, the hostfile follows",
+     .replicas = 2, .status = STATUS_CREATED, .have = ALL_OBJECTS, .workers = RUNNING_WORKERS,
+     .launcher_pods = LAUNCHER_RUNNING,
+     .expect = {"write status", "event Normal MPIJobRunning", "replace ConfigMap pi-config"},
+     .conditions = "Created=True/MPIJobCreated Running=True/MPIJobRunning"},
+    {.name = "steady state: a second look plans nothing",
+     .replicas = 2, .status = STATUS_RUNNING, .have = ALL_OBJECTS & ~CONFIGMAP, .workers = RUNNING_WORKERS,
+     .launcher_pods = LAUNCHER_RUNNING, .settle = true,
+     .expect = {"create ConfigMap pi-config"}},
+    {.name = "launcher Complete: Succeeded, then cleanPodPolicy Running deletes the running workers",
+     .replicas = 2, .status = STATUS_RUNNING, .have = ALL_OBJECTS, .workers = RUNNING_WORKERS,
+     .launcher_status = COMPLETE,
+     .expect = {"write status", "event Normal MPIJobSucceeded", "delete Pod pi-worker-0", "delete Pod pi-worker-1"},
+     .conditions = "Created=True/MPIJobCreated Running=False/MPIJobRunning Succeeded=True/MPIJobSucceeded"},
+    {.name = "launcher out of retries: Failed with the Job's reason",
+     .replicas = 1, .status = STATUS_RUNNING, .have = ALL_OBJECTS, .workers = {W(0, "Succeeded", false)},
+     .launcher_status = BACKOFF,
+     .expect = {"write status", "event Warning MPIJobFailed"},
+     .conditions = "Created=True/MPIJobCreated Running=False/MPIJobRunning Failed=True/BackoffLimitExceeded"},
+    {.name = "a finished job's workers are counted as they now are",
+     .replicas = 2, .status = SUCCEEDED_LONG_AGO, .have = ALL_OBJECTS,
+     .workers = {{"pi-worker-0", "Running", true, true, false}, W(1, "Succeeded", false)},
+     .expect = {"write status"}},
+    {.name = "a failed worker: Restarting, counted, then deleted so that it is made afresh",
+     .replicas = 2, .run_policy = "\"backoffLimit\":3", .status = STATUS_RUNNING, .have = ALL_OBJECTS,
+     .workers = {W(0, "Running", true), W(1, "Failed", false)}, .launcher_pods = LAUNCHER_RUNNING,
+     .expect = {"write status", "delete Pod pi-worker-1", "replace ConfigMap pi-config"},
+     .conditions = "Created=True/MPIJobCreated Restarting=True/MPIJobRestarting"},
+    {.name = "a failed worker counted before: only its deletion is left",
+     .replicas = 2, .run_policy = "\"backoffLimit\":3", .status = STATUS_RUNNING, .have = ALL_OBJECTS,
+     .workers = {W(0, "Running", true), W(1, "Failed", false)}, .counted = "pi-worker-1", .settle = true,
+     .expect = {"delete Pod pi-worker-1", "replace ConfigMap pi-config"}},
+    {.name = "worker replacements past backoffLimit fail the job and clean up",
+     .replicas = 2, .run_policy = "\"backoffLimit\":0", .status = STATUS_RUNNING, .have = ALL_OBJECTS,
+     .workers = {W(0, "Running", true), W(1, "Failed", false)},
+     .expect = {"write status", "event Warning MPIJobFailed", "delete Pod pi-worker-1", "delete Pod pi-worker-0"},
+     .conditions = "Created=True/MPIJobCreated Running=False/MPIJobRunning Failed=True/WorkerFailed"},
+    {.name = "suspend: Running False, workers deleted, the launcher Job suspended",
+     .replicas = 2, .run_policy = "\"suspend\":true", .status = STATUS_RUNNING, .have = ALL_OBJECTS,
+     .workers = RUNNING_WORKERS, .launcher_pods = LAUNCHER_RUNNING,
+     .expect = {"write status", "event Normal MPIJobSuspended", "replace ConfigMap pi-config", "delete Pod pi-worker-0",
+                "delete Pod pi-worker-1", "patch Job pi-launcher spec"},
+     .conditions = "Created=True/MPIJobCreated Suspended=True/MPIJobSuspended Running=False/MPIJobSuspended"},
+    {.name = "resume: workers again, startTime cleared through /status, then unsuspended",
+     .replicas = 2,
+     .status = "{\"conditions\":[" CREATED ",{\"type\":\"Suspended\",\"status\":\"True\",\"reason\":\"MPIJobSuspended\",\"message\":\"MPIJob suspended\"," T0 "}]}",
+     .have = ALL_OBJECTS, .launcher_suspended = true, .launcher_status = "{\"startTime\":\"2027-01-15T06:00:00Z\"}",
+     .expect = {"write status", "event Normal MPIJobResumed", "create Pod pi-worker-0", "create Pod pi-worker-1",
+                "patch Job pi-launcher status", "patch Job pi-launcher spec"},
+     .conditions = "Created=True/MPIJobCreated Suspended=False/MPIJobResumed"},
+    {.name = "resume under WaitForWorkersReady: the launcher stays suspended until workers are Ready",
+     .replicas = 2, .creation_policy = "WaitForWorkersReady",
+     .status = "{\"conditions\":[" CREATED ",{\"type\":\"Suspended\",\"status\":\"True\",\"reason\":\"MPIJobSuspended\",\"message\":\"MPIJob suspended\"," T0 "}]}",
+     .have = ALL_OBJECTS, .launcher_suspended = true,
+     .expect = {"write status", "event Normal MPIJobResumed", "create Pod pi-worker-0", "create Pod pi-worker-1"}},
+    {.name = "scale down 3 -> 1: the workers at indexes >= 1 go, the launcher is left alone",
+     .replicas = 1, .status = STATUS_RUNNING, .have = ALL_OBJECTS,
+     .workers = {W(0, "Running", true), W(1, "Running", true), W(2, "Running", true)},
+     .launcher_pods = LAUNCHER_RUNNING,
+     .expect = {"write status", "replace ConfigMap pi-config", "delete Pod pi-worker-1", "delete Pod pi-worker-2"}},
+    {.name = "scale up 1 -> 3: the new indexes are created",
+     .replicas = 3, .status = STATUS_RUNNING, .have = ALL_OBJECTS, .workers = {W(0, "Running", true)},
+     .launcher_pods = LAUNCHER_RUNNING,
+     .expect = {"write status", "replace ConfigMap pi-config", "create Pod pi-worker-1", "create Pod pi-worker-2"}},
+    {.name = "activeDeadlineSeconds passed: Failed, the launcher and the running pods deleted",
+     .replicas = 1, .run_policy = "\"activeDeadlineSeconds\":60", .status = STATUS_RUNNING, .have = ALL_OBJECTS,
+     .workers = {W(0, "Running", true)},
+     .expect = {"write status", "event Warning MPIJobFailed", "delete Job pi-launcher", "delete Pod pi-worker-0"},
+     .conditions = "Created=True/MPIJobCreated Running=False/MPIJobRunning Failed=True/DeadlineExceeded"},
+    {.name = "activeDeadlineSeconds not yet: look again when it passes",
+     .replicas = 1, .run_policy = "\"activeDeadlineSeconds\":7200", .status = STATUS_CREATED,
+     .have = ALL_OBJECTS, .workers = {W(0, "Pending", false)}, .settle = true,
+     .expect = {NULL}, .requeue_ms = 3600 * 1000ULL},
+    {.name = "ttlSecondsAfterFinished passed: the MPIJob itself is deleted",
+     .replicas = 1, .run_policy = "\"ttlSecondsAfterFinished\":60", .status = SUCCEEDED_LONG_AGO, .settle = true,
+     .expect = {"delete MPIJob pi"}},
+    {.name = "ttlSecondsAfterFinished not yet: look again then",
+     .replicas = 1, .run_policy = "\"ttlSecondsAfterFinished\":7200", .status = SUCCEEDED_LONG_AGO, .settle = true,
+     .expect = {NULL}, .requeue_ms = 3600 * 1000ULL},
+    {.name = "an object under our name that is not ours: reported, nothing after it made",
+     .replicas = 1, .have = SERVICE, .foreign = SERVICE,
+     .expect = {"write status", "event Normal MPIJobCreated", "event Warning ErrResourceExists"},
+     .conditions = "Created=False/ErrResourceExists"},
+    {.name = "a worker pod of another owner under our name blocks the launcher",
+     .replicas = 2, .status = STATUS_CREATED, .have = SERVICE | CONFIGMAP | SECRET,
+     .workers = {W(0, "Pending", false), {"pi-worker-1", "Pending", false, false, true}},
+     .expect = {"write status", "event Warning ErrResourceExists"}},
+    {.name = "a refused creation: ReplicaFailure with the server's message, written before the retry",
+     .replicas = 2, .status = STATUS_CREATED, .have = SERVICE | CONFIGMAP | SECRET | LAUNCHER,
+     .workers = {W(0, "Pending", false)}, .refusal = "Pod pi-worker-1",
+     .expect = {"write status", "create Pod pi-worker-1"},
+     .conditions = "Created=True/MPIJobCreated ReplicaFailure=True/FailedCreate"},
+    {.name = "a refusal is over once the object exists: ReplicaFailure goes",
+     .replicas = 1, .have = ALL_OBJECTS, .workers = {W(0, "Pending", false)}, .refusal = "Pod pi-worker-0",
+     .status = "{\"conditions\":[" CREATED ",{\"type\":\"ReplicaFailure\",\"status\":\"True\",\"reason\":\"FailedCreate\",\"message\":\"m\"," T0 "}]," STARTED ",\"state\":\"ReplicaFailure\"}",
+     .expect = {"write status"},
+     .conditions = "Created=True/MPIJobCreated"},
+    {.name = "gang scheduling: the PodGroup before the pods",
+     .replicas = 1, .gang = "volcano", .status = STATUS_CREATED, .have = SERVICE | CONFIGMAP | SECRET,
+     .expect = {"write status", "create PodGroup pi", "create Pod pi-worker-0", "create Job pi-launcher"}},
+    {.name = "gang scheduling: the PodGroup follows schedulingPolicy",
+     .replicas = 1, .gang = "volcano", .status = STATUS_CREATED, .have = ALL_OBJECTS | PODGROUP,
+     .podgroup_spec = "{\"minMember\":7}", .workers = {W(0, "Pending", false)},
+     .expect = {"write status", "patch PodGroup pi spec"}},
+    {.name = "gang scheduling: suspend removes the PodGroup",
+     .replicas = 1, .gang = "volcano", .run_policy = "\"suspend\":true", .status = STATUS_CREATED,
+     .have = ALL_OBJECTS | PODGROUP, .launcher_suspended = true,
+     .expect = {"write status", "event Normal MPIJobSuspended", "delete PodGroup pi"}},
+};
+
+/* The parameters are indexes: Criterion runs each in a new process, where the pointers inside
+ * the cases would not be valid. */
+ParameterizedTestParameters(plan, table)
+{
+    static int index[sizeof(cases) / sizeof(cases[0])];
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        index[i] = (int)i;
+    return cr_make_param_array(int, index, sizeof(index) / sizeof(index[0]));
+}
+
+ParameterizedTest(int *i, plan, table)
+{
+    check(&cases[*i]);
+}
