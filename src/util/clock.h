@@ -7,6 +7,8 @@
 
 /* Milliseconds on CLOCK_MONOTONIC. */
 uint64_t clock_now_ms(void);
+/* Milliseconds on CLOCK_MONOTONIC to the nanosecond, for timing work. */
+double clock_now_ms_precise(void);
 /* Sleeps for ms milliseconds (restarts after signals). */
 void clock_sleep_ms(uint64_t ms);
 /* Fills ts with the absolute time ms from now on CLOCK_REALTIME or CLOCK_MONOTONIC, for

@@ -14,10 +14,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <cjson/cJSON.h>
 
+#include "util/clock.h"
 #include "worker/bench_check.h"
 #include "worker/commands.h"
 #include "worker/nccl_log.h"
@@ -220,13 +220,6 @@ static int parse_flags(int argc, char **argv, struct bench_config *c)
     return 0;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* A backend call failed in the middle of collective work: the other ranks may already wait in
  * the same collective, so the whole job stops. */
 static void op_failed(struct wk_session *s, const char *what, size_t bytes)
@@ -265,11 +258,11 @@ static void run_size(struct wk_session *s, const struct bench_config *c, float *
         OP(s, ops->allreduce(s->ctx, dev, count), "allreduce", (size_t)bytes);
     OP(s, ops->sync(s->ctx), "sync", (size_t)bytes);
     MPI_Barrier(MPI_COMM_WORLD);
-    double t0 = now_s();
+    double t0 = clock_now_ms_precise();
     for (int i = 0; i < c->iters; i++)
         OP(s, ops->allreduce(s->ctx, dev, count), "allreduce", (size_t)bytes);
     OP(s, ops->sync(s->ctx), "sync", (size_t)bytes);
-    double per_op = (now_s() - t0) / c->iters;
+    double per_op = (clock_now_ms_precise() - t0) / 1e3 / c->iters;
     MPI_Allreduce(MPI_IN_PLACE, &per_op, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     out->time_us = per_op * 1e6;
     out->algbw = per_op > 0 ? (double)bytes / per_op / 1e9 : 0.0;

@@ -14,8 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "util/clock.h"
 #include "worker/backend.h"
 #include "worker/commands.h"
 #include "worker/data.h"
@@ -47,13 +47,6 @@ struct interval {
     long long steps;
     double exposed_ms;
 };
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
 
 /* The rank the launcher gave this process, read before MPI starts so that a bad command line is
  * reported once, not once per rank. 0 when not started by a known launcher. */
@@ -103,13 +96,13 @@ static double global_loss(struct run *r)
 /* Hashes the weights and compares across ranks: 1 when identical on every rank. */
 static int weights_identical(struct run *r, long long step)
 {
-    double t0 = now_ms();
+    double t0 = clock_now_ms_precise();
     if (r->ops->download(r->ctx, r->host_params, r->model.params, r->layout.parameters) < 0)
         fail_op(r, "weights download");
     uint64_t h = wk_weights_hash(r->host_params, r->layout.parameters), lo = 0, hi = 0;
     MPI_Allreduce(&h, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
     MPI_Allreduce(&h, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
-    r->check_ms += now_ms() - t0;
+    r->check_ms += clock_now_ms_precise() - t0;
     if (lo == hi)
         return 1;
     if (r->session.rank == 0 && step < 0)
@@ -168,7 +161,7 @@ static void emit_start(const struct run *r)
 
 static void emit_step(const struct run *r, long long step, double loss, const struct interval *iv)
 {
-    double wall = now_ms() - iv->start_ms - (r->check_ms - iv->check_ms_at_start);
+    double wall = clock_now_ms_precise() - iv->start_ms - (r->check_ms - iv->check_ms_at_start);
     double per_step = iv->steps > 0 ? wall / (double)iv->steps : 0.0;
     double exposed = iv->steps > 0 ? iv->exposed_ms / (double)iv->steps : 0.0;
     cJSON *o = cJSON_CreateObject();
@@ -185,7 +178,7 @@ static void emit_step(const struct run *r, long long step, double loss, const st
 
 static void interval_reset(struct interval *iv, const struct run *r)
 {
-    iv->start_ms = now_ms();
+    iv->start_ms = clock_now_ms_precise();
     iv->check_ms_at_start = r->check_ms;
     iv->steps = 0;
     iv->exposed_ms = 0.0;
@@ -288,7 +281,7 @@ static int train(struct run *r)
         const int last = s == a->steps - 1;
         const int log = s == 0 || last || (a->log_every > 0 && s % a->log_every == 0);
         if (s == 1) { /* step 0 warms up: the totals start after it */
-            timed_start = now_ms();
+            timed_start = clock_now_ms_precise();
             timed_check_ms = r->check_ms;
         }
         uint64_t slot = wk_shard_slot(&r->shard, (uint64_t)s);
@@ -325,7 +318,7 @@ static int train(struct run *r)
     }
     if (r->ops->sync(r->ctx) < 0)
         fail_op(r, "sync");
-    double wall = now_ms() - timed_start - (r->check_ms - timed_check_ms);
+    double wall = clock_now_ms_precise() - timed_start - (r->check_ms - timed_check_ms);
     int identical = weights_identical(r, a->steps - 1);
     int falling = loss_last < loss_first;
 

@@ -118,6 +118,18 @@ Test(clock, rfc3339_round_trip)
     cr_assert_eq(m[19], '.');
 }
 
+Test(clock, precise_ms_is_monotonic_and_agrees_with_ms)
+{
+    uint64_t before = clock_now_ms();
+    double a = clock_now_ms_precise();
+    clock_sleep_ms(2);
+    double b = clock_now_ms_precise();
+    uint64_t after = clock_now_ms();
+    cr_assert_geq(b - a, 2.0, "%f", b - a);
+    cr_assert_geq(a, (double)before);
+    cr_assert_lt(b, (double)after + 1.0);
+}
+
 Test(clock, jitter_stays_in_range)
 {
     for (int i = 0; i < 1000; i++)
