@@ -126,10 +126,12 @@ void log_write(enum log_level level, const char *msg, const char *fields_fmt, ..
         put_fields_json(&l, fields);
         put(&l, "}", 1);
     } else {
-        put_str(&l, stamp);
-        put(&l, " ", 1);
-        put_str(&l, level_names[level]);
-        put(&l, " ", 1);
+        if (current_format != LOG_PLAIN) {
+            put_str(&l, stamp);
+            put(&l, " ", 1);
+            put_str(&l, level_names[level]);
+            put(&l, " ", 1);
+        }
         put_str(&l, msg);
         if (fields[0]) {
             put(&l, " ", 1);

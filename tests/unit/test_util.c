@@ -158,6 +158,9 @@ static void write_two(void)
     log_info("watch restarted", "resource=%s rv=%d", "pods", 42);
     log_set_format(LOG_JSON);
     log_warn("quoted \"msg\"", "error=\"connection refused\" n=1");
+    log_set_format(LOG_PLAIN);
+    log_error("mpijob-worker: rank 1: 100% done", "%s", "");
+    log_info("plain", "k=%d", 7);
     log_set_format(LOG_TEXT);
     log_debug("hidden", "x=%d", 1);
 }
@@ -168,5 +171,6 @@ Test(log, text_and_json_records)
     cr_assert_not_null(strstr(out, " INFO watch restarted resource=pods rv=42\n"), "%s", out);
     cr_assert_not_null(strstr(out, "\"level\":\"warn\",\"msg\":\"quoted \\\"msg\\\"\","
                                    "\"error\":\"connection refused\",\"n\":\"1\"}\n"), "%s", out);
+    cr_assert_not_null(strstr(out, "}\nmpijob-worker: rank 1: 100% done\nplain k=7\n"), "%s", out);
     cr_assert_null(strstr(out, "hidden"));
 }
