@@ -20,6 +20,7 @@
 #include "util/clock.h"
 #include "worker/bench_check.h"
 #include "worker/commands.h"
+#include "worker/diag.h"
 #include "worker/nccl_log.h"
 #include "worker/rdma.h"
 #include "worker/session.h"
@@ -98,10 +99,8 @@ static int first_rank(void)
 
 static int bad_value(const char *flag, const char *value, const char *what)
 {
-    if (first_rank()) {
-        fprintf(stderr, "mpijob-worker bench: --%s %s, got '%s'\n\n", flag, what, value);
-        usage(stderr);
-    }
+    if (first_rank())
+        wk_usage_error("bench", usage, "--%s %s, got '%s'", flag, what, value);
     return -EINVAL;
 }
 
@@ -192,29 +191,22 @@ static int parse_flags(int argc, char **argv, struct bench_config *c)
             if ((int)FLAGS[i].id == opt)
                 f = &FLAGS[i];
         if (f == NULL) {
-            if (first_rank()) {
-                fprintf(stderr, "mpijob-worker bench: unknown or incomplete option '%s'\n\n",
-                        argv[optind - 1]);
-                usage(stderr);
-            }
+            if (first_rank())
+                wk_usage_error("bench", usage, "unknown or incomplete option '%s'", argv[optind - 1]);
             return 2;
         }
         if (set_flag(c, f, optarg) < 0)
             return 2;
     }
     if (optind < argc) {
-        if (first_rank()) {
-            fprintf(stderr, "mpijob-worker bench: unexpected argument '%s'\n\n", argv[optind]);
-            usage(stderr);
-        }
+        if (first_rank())
+            wk_usage_error("bench", usage, "unexpected argument '%s'", argv[optind]);
         return 2;
     }
     if (c->min_bytes > c->max_bytes) {
-        if (first_rank()) {
-            fprintf(stderr, "mpijob-worker bench: --min-bytes (%llu) is above --max-bytes (%llu)\n\n",
-                    (unsigned long long)c->min_bytes, (unsigned long long)c->max_bytes);
-            usage(stderr);
-        }
+        if (first_rank())
+            wk_usage_error("bench", usage, "--min-bytes (%llu) is above --max-bytes (%llu)",
+                           (unsigned long long)c->min_bytes, (unsigned long long)c->max_bytes);
         return 2;
     }
     return 0;
@@ -280,11 +272,11 @@ static void run_size(struct wk_session *s, const struct bench_config *c, float *
     if (wrong > 0) {
         float expected[WK_BENCH_PERIOD];
         wk_bench_expected(s->size, expected);
-        fprintf(stderr,
-                "mpijob-worker bench: rank %d: %llu of %zu elements wrong at %llu bytes; first at "
-                "index %zu: got %g, expected %g\n",
-                s->rank, wrong, count, (unsigned long long)bytes, first, (double)host[first],
-                (double)expected[first % WK_BENCH_PERIOD]);
+        wk_error("bench",
+                 "rank %d: %llu of %zu elements wrong at %llu bytes; first at index %zu: got %g, "
+                 "expected %g",
+                 s->rank, wrong, count, (unsigned long long)bytes, first, (double)host[first],
+                 (double)expected[first % WK_BENCH_PERIOD]);
     }
     MPI_Allreduce(&wrong, &out->wrong, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
 }
@@ -362,7 +354,7 @@ static void print_summary(const struct wk_session *s, const struct bench_config 
     if (text != NULL)
         printf("%s\n", text);
     else
-        fprintf(stderr, "mpijob-worker bench: out of memory writing the summary\n");
+        wk_error("bench", "out of memory writing the summary");
     fflush(stdout);
     free(text);
     cJSON_Delete(root);
@@ -376,20 +368,20 @@ static int run(struct wk_session *s, const struct bench_config *c)
         int rc = wk_rdma_check(msg, sizeof(msg));
         /* Ranks on one host see the same devices: one report per host. */
         if (rc < 0 && s->local_rank == 0)
-            fprintf(stderr, "mpijob-worker bench: rank %d: %s\n", s->rank, msg);
+            wk_error("bench", "rank %d: %s", s->rank, msg);
         if (wk_session_agree(s, rc) < 0)
             return 1;
     }
     if (s->size > WK_BENCH_MAX_RANKS) {
         if (s->rank == 0)
-            fprintf(stderr, "mpijob-worker bench: at most %d ranks (the check's sums must stay "
-                            "exact in float), got %d\n", WK_BENCH_MAX_RANKS, s->size);
+            wk_error("bench", "at most %d ranks (the check's sums must stay exact in float), got %d",
+                     WK_BENCH_MAX_RANKS, s->size);
         return 1;
     }
     if (wk_session_backend(s, c->backend) < 0)
         return 1;
     if (s->rank == 0 && s->fallback[0])
-        fprintf(stderr, "mpijob-worker bench: using the mpi backend: %s\n", s->fallback);
+        wk_warn("bench", "using the mpi backend: %s", s->fallback);
 
     uint64_t sizes[MAX_SIZES];
     /* parse_flags admitted only sweeps of 1 to 31 sizes (4 B .. 4 GiB, factor >= 2). */
@@ -404,9 +396,9 @@ static int run(struct wk_session *s, const struct bench_config *c)
     struct size_result *results = calloc((size_t)n, sizeof(*results));
     int ok = host != NULL && dev != NULL && results != NULL;
     if (!ok)
-        fprintf(stderr, "mpijob-worker bench: rank %d: cannot allocate 2 x %llu bytes: %s\n", s->rank,
-                (unsigned long long)sizes[n - 1],
-                dev == NULL && s->ops->error ? s->ops->error(s->ctx) : "out of host memory");
+        wk_error("bench", "rank %d: cannot allocate 2 x %llu bytes: %s", s->rank,
+                 (unsigned long long)sizes[n - 1],
+                 dev == NULL && s->ops->error ? s->ops->error(s->ctx) : "out of host memory");
     int status = 1;
     if (wk_session_agree(s, ok ? 0 : -1) < 0)
         goto out;
@@ -423,8 +415,8 @@ static int run(struct wk_session *s, const struct bench_config *c)
     if (s->rank == 0) {
         print_summary(s, c, results, n, wrong_total);
         if (wrong_total > 0)
-            fprintf(stderr, "mpijob-worker bench: %llu wrong elements: the allreduce results are "
-                            "not the exact sums\n", wrong_total);
+            wk_error("bench", "%llu wrong elements: the allreduce results are not the exact sums",
+                     wrong_total);
     }
     status = wrong_total > 0 ? 1 : 0;
 out:

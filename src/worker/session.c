@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "worker/diag.h"
 #include "worker/plugin.h"
 
 #define WHY_LEN 384
@@ -31,14 +32,14 @@ int wk_session_start(struct wk_session *s, int *argc, char ***argv)
     memset(s, 0, sizeof(*s));
     int provided = 0;
     if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
-        fprintf(stderr, "mpijob-worker: MPI_Init_thread failed\n");
+        wk_error(NULL, "MPI_Init_thread failed");
         return -1;
     }
     s->mpi_started = 1;
     if (provided < MPI_THREAD_MULTIPLE) {
-        fprintf(stderr, "mpijob-worker: this MPI library does not provide MPI_THREAD_MULTIPLE "
-                        "(got level %d); the CPU backend's communication thread needs it\n",
-                provided);
+        wk_error(NULL, "this MPI library does not provide MPI_THREAD_MULTIPLE (got level %d); the "
+                       "CPU backend's communication thread needs it",
+                 provided);
         return -1;
     }
     world = MPI_COMM_WORLD;
@@ -121,7 +122,7 @@ static int start_mpi(struct wk_session *s)
         char reasons[1024];
         gather_reasons(s, rc == 0 ? "" : why, reasons, sizeof(reasons));
         if (s->rank == 0)
-            fprintf(stderr, "mpijob-worker: the mpi backend failed to start: %s\n", reasons);
+            wk_error(NULL, "the mpi backend failed to start: %s", reasons);
         return -1;
     }
     s->ops = &wk_backend_mpi;
@@ -145,8 +146,7 @@ int wk_session_backend(struct wk_session *s, enum wk_backend_choice choice)
         gather_reasons(s, ok ? "" : why, reasons, sizeof(reasons));
         if (choice == WK_BACKEND_NCCL) {
             if (s->rank == 0)
-                fprintf(stderr, "mpijob-worker: --backend nccl: the GPU backend cannot run: %s\n",
-                        reasons);
+                wk_error(NULL, "--backend nccl: the GPU backend cannot run: %s", reasons);
             return -1;
         }
         if (s->rank == 0)
@@ -168,7 +168,7 @@ int wk_session_backend(struct wk_session *s, enum wk_backend_choice choice)
     MPI_Bcast(&id_ok, 1, MPI_INT, 0, world);
     if (!id_ok) {
         if (s->rank == 0)
-            fprintf(stderr, "mpijob-worker: ncclGetUniqueId failed: %s\n", why);
+            wk_error(NULL, "ncclGetUniqueId failed: %s", why);
         return -1;
     }
     MPI_Bcast(in.nccl_id, WK_NCCL_ID_BYTES, MPI_UNSIGNED_CHAR, 0, world);
@@ -183,7 +183,7 @@ int wk_session_backend(struct wk_session *s, enum wk_backend_choice choice)
             char reasons[1024];
             gather_reasons(s, ok ? "" : why, reasons, sizeof(reasons));
             if (s->rank == 0)
-                fprintf(stderr, "mpijob-worker: the nccl backend failed to start: %s\n", reasons);
+                wk_error(NULL, "the nccl backend failed to start: %s", reasons);
             if (s->ctx != NULL) {
                 gpu->fini(s->ctx);
                 s->ctx = NULL;
@@ -221,8 +221,7 @@ void wk_session_end(struct wk_session *s)
 
 void wk_session_abort(struct wk_session *s, int code, const char *msg)
 {
-    fprintf(stderr, "mpijob-worker: rank %d: %s\n", s->rank, msg);
-    fflush(stderr);
+    wk_error(NULL, "rank %d: %s", s->rank, msg);
     MPI_Abort(world == MPI_COMM_NULL ? MPI_COMM_WORLD : world, code);
     exit(code);
 }

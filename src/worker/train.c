@@ -19,6 +19,7 @@
 #include "worker/backend.h"
 #include "worker/commands.h"
 #include "worker/data.h"
+#include "worker/diag.h"
 #include "worker/model.h"
 #include "worker/nccl_log.h"
 #include "worker/rdma.h"
@@ -106,15 +107,15 @@ static int weights_identical(struct run *r, long long step)
     if (lo == hi)
         return 1;
     if (r->session.rank == 0 && step < 0)
-        fprintf(stderr,
-                "mpijob-worker train: the initial weights differ across ranks (hashes from "
-                "%016llx to %016llx): every rank must be started with the same flags\n",
-                (unsigned long long)lo, (unsigned long long)hi);
+        wk_error("train",
+                 "the initial weights differ across ranks (hashes from %016llx to %016llx): every "
+                 "rank must be started with the same flags",
+                 (unsigned long long)lo, (unsigned long long)hi);
     else if (r->session.rank == 0)
-        fprintf(stderr,
-                "mpijob-worker train: the weights differ across ranks after step %lld (hashes "
-                "from %016llx to %016llx): the ranks no longer train the same model\n",
-                step, (unsigned long long)lo, (unsigned long long)hi);
+        wk_error("train",
+                 "the weights differ across ranks after step %lld (hashes from %016llx to "
+                 "%016llx): the ranks no longer train the same model",
+                 step, (unsigned long long)lo, (unsigned long long)hi);
     return 0;
 }
 
@@ -353,10 +354,10 @@ static int train(struct run *r)
         cJSON_AddBoolToObject(o, "overlap", a->overlap);
         emit(o);
         if (identical && !falling)
-            fprintf(stderr,
-                    "mpijob-worker train: the loss did not fall: %.6g at the first step, %.6g "
-                    "at the last (try a smaller --lr or more --steps)\n",
-                    loss_first, loss_last);
+            wk_error("train",
+                     "the loss did not fall: %.6g at the first step, %.6g at the last (try a "
+                     "smaller --lr or more --steps)",
+                     loss_first, loss_last);
     }
     return identical && falling ? 0 : 1;
 }
@@ -377,10 +378,8 @@ int wk_train_main(int argc, char **argv)
     if (rc == 0)
         rc = wk_train_args_check_size(&r.args, 0, NULL, msg, sizeof(msg));
     if (rc < 0) {
-        if (print) {
-            fprintf(stderr, "mpijob-worker train: %s\n\n", msg);
-            wk_train_usage(stderr);
-        }
+        if (print)
+            wk_usage_error("train", wk_train_usage, "%s", msg);
         return 2;
     }
 
@@ -393,7 +392,7 @@ int wk_train_main(int argc, char **argv)
     /* Every rank computes the same answer here, so all of them stop together. */
     if (wk_train_args_check_size(&r.args, r.session.size, NULL, msg, sizeof(msg)) < 0) {
         if (rank0)
-            fprintf(stderr, "mpijob-worker train: %s\n(see mpijob-worker train --help)\n", msg);
+            wk_error("train", "%s\n(see mpijob-worker train --help)", msg);
         status = 2;
         goto out;
     }
@@ -404,7 +403,7 @@ int wk_train_main(int argc, char **argv)
         MPI_Allreduce(&first_bad, &reporter, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
         if (reporter < r.session.size) {
             if (r.session.rank == reporter)
-                fprintf(stderr, "mpijob-worker train: rank %d: %s\n", reporter, msg);
+                wk_error("train", "rank %d: %s", reporter, msg);
             goto out;
         }
     }
@@ -416,7 +415,7 @@ int wk_train_main(int argc, char **argv)
 
     rc = setup(&r, msg, sizeof(msg));
     if (rc < 0)
-        fprintf(stderr, "mpijob-worker train: rank %d: %s\n", r.session.rank, msg);
+        wk_error("train", "rank %d: %s", r.session.rank, msg);
     if (wk_session_agree(&r.session, rc) < 0)
         goto out;
     status = train(&r);
