@@ -99,6 +99,36 @@ Test(json, paths_and_defaults)
     cJSON_Delete(o);
 }
 
+Test(json, building_objects_and_env_lists)
+{
+    cJSON *o = cJSON_Parse("{\"a\":1,\"b\":null,\"c\":\"x\",\"d\":[]}");
+    cJSON *child = NULL;
+    cr_assert_eq(json_put_string(o, "a", "one"), 0); /* replaced where it stood */
+    cr_assert_eq(json_put_bool(o, "e", true), 0);
+    cr_assert_eq(json_put_number(o, "f", 2), 0);
+    cr_assert_eq(json_put(o, "g", NULL), -ENOMEM);
+    cr_assert_eq(json_child(o, "b", true, &child), 0); /* null becomes the array */
+    cr_assert_eq(json_append_string(child, "s"), 0);
+    cr_assert_eq(json_child(o, "c", false, &child), -EINVAL);
+    bool empty = false;
+    cr_assert_eq(json_array_is_empty(o, "d", &empty), 0);
+    cr_assert(empty);
+    cr_assert_eq(json_array_is_empty(o, "b", &empty), 0);
+    cr_assert_not(empty);
+    cr_assert_eq(json_array_is_empty(o, "c", &empty), -EINVAL);
+    char *text = json_print(o);
+    cr_assert_str_eq(text, "{\"a\":\"one\",\"b\":[\"s\"],\"c\":\"x\",\"d\":[],\"e\":true,\"f\":2}");
+    free(text);
+    cJSON_Delete(o);
+
+    cJSON *env = cJSON_CreateArray();
+    cr_assert_eq(json_env_append(env, "A", "1"), 0);
+    cr_assert_eq(json_env_append(env, "A", "2"), 0);
+    cr_assert_str_eq(json_string(json_env_find(env, "A"), "value"), "2", "the last one counts");
+    cr_assert_null(json_env_find(env, "B"));
+    cJSON_Delete(env);
+}
+
 Test(clock, rfc3339_round_trip)
 {
     char s[21];
