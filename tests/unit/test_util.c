@@ -146,6 +146,12 @@ Test(clock, rfc3339_round_trip)
     cr_assert_eq(strlen(m), 27);
     cr_assert_eq(m[26], 'Z');
     cr_assert_eq(m[19], '.');
+    char ms[25];
+    clock_rfc3339_milli(ms);
+    cr_assert_eq(strlen(ms), 24);
+    cr_assert_eq(ms[23], 'Z');
+    cr_assert_eq(ms[19], '.');
+    cr_assert_eq(clock_parse_rfc3339(ms, &t), 0);
 }
 
 Test(clock, precise_ms_is_monotonic_and_agrees_with_ms)
