@@ -21,7 +21,6 @@
 #include "worker/bench_check.h"
 #include "worker/commands.h"
 #include "worker/diag.h"
-#include "worker/nccl_log.h"
 #include "worker/rdma.h"
 #include "worker/session.h"
 
@@ -85,21 +84,9 @@ static void usage(FILE *out)
                 FLAGS[i].help);
 }
 
-/* Under mpirun every rank parses the same argv: only the first says what is wrong. */
-static int first_rank(void)
-{
-    static const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
-    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
-        const char *v = getenv(vars[i]);
-        if (v != NULL)
-            return strcmp(v, "0") == 0;
-    }
-    return 1;
-}
-
 static int bad_value(const char *flag, const char *value, const char *what)
 {
-    if (first_rank())
+    if (wk_launcher_rank() == 0)
         wk_usage_error("bench", usage, "--%s %s, got '%s'", flag, what, value);
     return -EINVAL;
 }
@@ -191,7 +178,7 @@ static int parse_flags(int argc, char **argv, struct bench_config *c)
             if ((int)FLAGS[i].id == opt)
                 f = &FLAGS[i];
         if (f == NULL) {
-            if (first_rank())
+            if (wk_launcher_rank() == 0)
                 wk_usage_error("bench", usage, "unknown or incomplete option '%s'", argv[optind - 1]);
             return 2;
         }
@@ -199,12 +186,12 @@ static int parse_flags(int argc, char **argv, struct bench_config *c)
             return 2;
     }
     if (optind < argc) {
-        if (first_rank())
+        if (wk_launcher_rank() == 0)
             wk_usage_error("bench", usage, "unexpected argument '%s'", argv[optind]);
         return 2;
     }
     if (c->min_bytes > c->max_bytes) {
-        if (first_rank())
+        if (wk_launcher_rank() == 0)
             wk_usage_error("bench", usage, "--min-bytes (%llu) is above --max-bytes (%llu)",
                            (unsigned long long)c->min_bytes, (unsigned long long)c->max_bytes);
         return 2;
@@ -324,9 +311,8 @@ static double rounded(double v)
 static void print_summary(const struct wk_session *s, const struct bench_config *c,
                           const struct size_result *r, int n, unsigned long long wrong_total)
 {
-    char transport[64] = "mpi";
-    if (strcmp(s->ops->name, "mpi") != 0)
-        wk_nccl_transport_from_file(s->nccl_log, transport, sizeof(transport));
+    char transport[64];
+    wk_session_transport(s, transport, sizeof(transport));
     double busbw_sum = 0;
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "event", "summary");

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "worker/diag.h"
+#include "worker/nccl_log.h"
 #include "worker/plugin.h"
 
 #define WHY_LEN 384
@@ -25,6 +26,17 @@ int wk_backend_parse(const char *s)
     if (strcmp(s, "mpi") == 0)
         return WK_BACKEND_MPI;
     return -1;
+}
+
+int wk_launcher_rank(void)
+{
+    static const char *const names[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        const char *v = getenv(names[i]);
+        if (v != NULL && v[0] != '\0')
+            return atoi(v);
+    }
+    return 0;
 }
 
 int wk_session_start(struct wk_session *s, int *argc, char ***argv)
@@ -106,15 +118,22 @@ static void nccl_log_setup(struct wk_session *s)
     setenv("NCCL_DEBUG_FILE", s->nccl_log, 1);
 }
 
-static int start_mpi(struct wk_session *s)
+/* What a backend's init is told of this process. */
+static struct wk_init init_args(const struct wk_session *s)
 {
-    char why[WHY_LEN] = "";
     struct wk_init in;
     memset(&in, 0, sizeof(in));
     in.rank = s->rank;
     in.size = s->size;
     in.local_rank = s->local_rank;
     in.mpi_comm = &world;
+    return in;
+}
+
+static int start_mpi(struct wk_session *s)
+{
+    char why[WHY_LEN] = "";
+    struct wk_init in = init_args(s);
     int rc = wk_backend_mpi.init(&in, &s->ctx, why, sizeof(why));
     int ok = rc == 0, all_ok = 0;
     MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, world);
@@ -155,12 +174,7 @@ int wk_session_backend(struct wk_session *s, enum wk_backend_choice choice)
     }
 
     /* Step 2: rank 0 makes the NCCL id; every rank joins. */
-    struct wk_init in;
-    memset(&in, 0, sizeof(in));
-    in.rank = s->rank;
-    in.size = s->size;
-    in.local_rank = s->local_rank;
-    in.mpi_comm = &world;
+    struct wk_init in = init_args(s);
     nccl_log_setup(s);
     int id_ok = 1;
     if (s->rank == 0 && gpu->unique_id(in.nccl_id, why, sizeof(why)) < 0)
@@ -193,6 +207,15 @@ int wk_session_backend(struct wk_session *s, enum wk_backend_choice choice)
     }
     s->ops = gpu;
     return 0;
+}
+
+const char *wk_session_transport(const struct wk_session *s, char *out, size_t out_len)
+{
+    if (strcmp(s->ops->name, "mpi") == 0) {
+        snprintf(out, out_len, "mpi");
+        return out;
+    }
+    return wk_nccl_transport_from_file(s->nccl_log, out, out_len);
 }
 
 int wk_session_agree(struct wk_session *s, int status)

@@ -21,7 +21,6 @@
 #include "worker/data.h"
 #include "worker/diag.h"
 #include "worker/model.h"
-#include "worker/nccl_log.h"
 #include "worker/rdma.h"
 #include "worker/session.h"
 #include "worker/train_args.h"
@@ -48,19 +47,6 @@ struct interval {
     long long steps;
     double exposed_ms;
 };
-
-/* The rank the launcher gave this process, read before MPI starts so that a bad command line is
- * reported once, not once per rank. 0 when not started by a known launcher. */
-static int launcher_rank(void)
-{
-    const char *names[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-        const char *v = getenv(names[i]);
-        if (v != NULL && v[0] != '\0')
-            return atoi(v);
-    }
-    return 0;
-}
 
 static void emit(cJSON *obj)
 {
@@ -132,14 +118,21 @@ static cJSON *bucket_list(const struct wk_layout *l)
     return list;
 }
 
-static void emit_start(const struct run *r)
+/* The start and summary lines begin alike: the event and what ran it. */
+static cJSON *run_line(const struct run *r, const char *event)
 {
-    const struct wk_train_args *a = &r->args;
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "event", "start");
+    cJSON_AddStringToObject(o, "event", event);
     cJSON_AddNumberToObject(o, "ranks", r->session.size);
     cJSON_AddStringToObject(o, "backend", r->ops->name);
     cJSON_AddStringToObject(o, "device", r->ops->device(r->ctx));
+    return o;
+}
+
+static void emit_start(const struct run *r)
+{
+    const struct wk_train_args *a = &r->args;
+    cJSON *o = run_line(r, "start");
     if (r->session.fallback[0] != '\0')
         cJSON_AddStringToObject(o, "fallback", r->session.fallback);
     cJSON *m = cJSON_AddObjectToObject(o, "model");
@@ -325,17 +318,10 @@ static int train(struct run *r)
 
     if (rank0) {
         char transport[64];
-        if (strcmp(r->ops->name, "mpi") == 0)
-            snprintf(transport, sizeof(transport), "mpi");
-        else
-            wk_nccl_transport_from_file(r->session.nccl_log, transport, sizeof(transport));
+        wk_session_transport(&r->session, transport, sizeof(transport));
         double step_ms = timed_steps > 0 ? wall / (double)timed_steps : 0.0;
         double exposed_ms = timed_steps > 0 ? exposed_total / (double)timed_steps : 0.0;
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "event", "summary");
-        cJSON_AddNumberToObject(o, "ranks", r->session.size);
-        cJSON_AddStringToObject(o, "backend", r->ops->name);
-        cJSON_AddStringToObject(o, "device", r->ops->device(r->ctx));
+        cJSON *o = run_line(r, "summary");
         cJSON_AddStringToObject(o, "transport", transport);
         cJSON_AddNumberToObject(o, "loss_first", loss_first);
         cJSON_AddNumberToObject(o, "loss_last", loss_last);
@@ -367,7 +353,7 @@ int wk_train_main(int argc, char **argv)
     struct run r;
     char msg[MSG_LEN];
     memset(&r, 0, sizeof(r));
-    const int print = launcher_rank() == 0;
+    const int print = wk_launcher_rank() == 0;
 
     int rc = wk_train_args_parse(&r.args, argc, argv, msg, sizeof(msg));
     if (rc == 1) {
