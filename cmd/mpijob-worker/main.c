@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "worker/commands.h"
+#include "worker/diag.h"
 
 static void usage(FILE *out)
 {
@@ -25,6 +26,8 @@ static void usage(FILE *out)
 
 int main(int argc, char **argv)
 {
+    /* Diagnostics are lines of text as worker/diag.h writes them, without stamp or level. */
+    log_set_format(LOG_PLAIN);
     if (argc < 2) {
         usage(stderr);
         return 2;
@@ -40,7 +43,6 @@ int main(int argc, char **argv)
         return wk_bench_main(argc - 1, argv + 1);
     if (strcmp(cmd, "probe") == 0)
         return wk_probe_main(argc - 1, argv + 1);
-    fprintf(stderr, "mpijob-worker: unknown command '%s'\n\n", cmd);
-    usage(stderr);
+    wk_usage_error(NULL, usage, "unknown command '%s'", cmd);
     return 2;
 }

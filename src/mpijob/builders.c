@@ -18,6 +18,7 @@
 #include <openssl/evp.h>
 
 #include "mpijob/hostfile.h"
+#include "util/json.h"
 #include "util/path.h"
 
 #define SSH_VOLUME "ssh-auth"
@@ -40,101 +41,6 @@ const struct kube_resource PODGROUP_VOLCANO = {"scheduling.volcano.sh", "v1beta1
 const struct kube_resource PODGROUP_SCHED_PLUGINS = {"scheduling.x-k8s.io", "v1alpha1",
                                                      "podgroups", "PodGroup", true};
 
-/* ---- JSON helpers ------------------------------------------------------------------------- */
-
-/* obj[name] = item, replacing a member of that name. Takes item, which is deleted on failure
- * (a NULL item reads as a failed allocation). The key is copied here because Debian's cJSON
- * 1.7.15 cJSON_ReplaceItemInObject inserts the item with a NULL key, and reports success, when
- * its own copy of the key fails. */
-static int put(cJSON *obj, const char *name, cJSON *item)
-{
-    if (!item)
-        return -ENOMEM;
-    cJSON *old = cJSON_GetObjectItemCaseSensitive(obj, name);
-    if (!old) {
-        if (!cJSON_AddItemToObject(obj, name, item)) {
-            cJSON_Delete(item);
-            return -ENOMEM;
-        }
-        return 0;
-    }
-    size_t len = strlen(name) + 1;
-    char *key = cJSON_malloc(len);
-    if (!key) {
-        cJSON_Delete(item);
-        return -ENOMEM;
-    }
-    memcpy(key, name, len);
-    if (item->string && !(item->type & cJSON_StringIsConst))
-        cJSON_free(item->string);
-    item->string = key;
-    item->type &= ~cJSON_StringIsConst;
-    cJSON_ReplaceItemViaPointer(obj, old, item); /* allocates nothing; cannot fail here */
-    return 0;
-}
-
-static int put_string(cJSON *obj, const char *name, const char *value)
-{
-    return put(obj, name, cJSON_CreateString(value));
-}
-
-static int put_number(cJSON *obj, const char *name, double value)
-{
-    return put(obj, name, cJSON_CreateNumber(value));
-}
-
-static int put_bool(cJSON *obj, const char *name, bool value)
-{
-    return put(obj, name, cJSON_CreateBool(value));
-}
-
-static int append(cJSON *array, cJSON *item)
-{
-    if (!item)
-        return -ENOMEM;
-    if (!cJSON_AddItemToArray(array, item)) {
-        cJSON_Delete(item);
-        return -ENOMEM;
-    }
-    return 0;
-}
-
-static int append_string(cJSON *array, const char *value)
-{
-    return append(array, cJSON_CreateString(value));
-}
-
-/* obj[name] as an object (array when want_array), created when absent or null. -EINVAL when
- * it holds another type. */
-static int child(cJSON *obj, const char *name, bool want_array, cJSON **out)
-{
-    cJSON *cur = cJSON_GetObjectItemCaseSensitive(obj, name);
-    if (cur && !cJSON_IsNull(cur)) {
-        *out = cur;
-        return (want_array ? cJSON_IsArray(cur) : cJSON_IsObject(cur)) ? 0 : -EINVAL;
-    }
-    cJSON *made = want_array ? cJSON_CreateArray() : cJSON_CreateObject();
-    int rc = put(obj, name, made);
-    *out = rc == 0 ? made : NULL;
-    return rc;
-}
-
-static const char *string_member(const cJSON *obj, const char *name)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
-    return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
-/* Absent, null or an empty array; -EINVAL for anything else that is not an array. */
-static int array_is_empty(const cJSON *obj, const char *name, bool *empty)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
-    if (v && !cJSON_IsNull(v) && !cJSON_IsArray(v))
-        return -EINVAL;
-    *empty = cJSON_GetArraySize(v) == 0;
-    return 0;
-}
-
 /* ---- metadata ------------------------------------------------------------------------------ */
 
 static const char *operator_name(const struct mpijob_options *o)
@@ -148,15 +54,15 @@ cJSON *build_labels(const struct mpijob *job, const struct mpijob_options *o, co
     cJSON *labels = cJSON_CreateObject();
     int rc = labels ? 0 : -ENOMEM;
     if (rc == 0)
-        rc = put_string(labels, LABEL_OPERATOR_NAME, operator_name(o));
+        rc = json_put_string(labels, LABEL_OPERATOR_NAME, operator_name(o));
     if (rc == 0)
-        rc = put_string(labels, LABEL_JOB_NAME, job->name);
+        rc = json_put_string(labels, LABEL_JOB_NAME, job->name);
     if (rc == 0 && role)
-        rc = put_string(labels, LABEL_JOB_ROLE, role);
+        rc = json_put_string(labels, LABEL_JOB_ROLE, role);
     if (rc == 0 && replica_index >= 0) {
         char index[16];
         snprintf(index, sizeof(index), "%d", replica_index);
-        rc = put_string(labels, LABEL_REPLICA_INDEX, index);
+        rc = json_put_string(labels, LABEL_REPLICA_INDEX, index);
     }
     if (rc < 0) {
         cJSON_Delete(labels);
@@ -173,17 +79,17 @@ cJSON *build_owner_reference(const struct mpijob *job)
     cJSON *ref = cJSON_CreateObject();
     int rc = ref ? 0 : -ENOMEM;
     if (rc == 0)
-        rc = put_string(ref, "apiVersion", api_version);
+        rc = json_put_string(ref, "apiVersion", api_version);
     if (rc == 0)
-        rc = put_string(ref, "kind", MPIJOB_KIND);
+        rc = json_put_string(ref, "kind", MPIJOB_KIND);
     if (rc == 0)
-        rc = put_string(ref, "name", job->name);
+        rc = json_put_string(ref, "name", job->name);
     if (rc == 0)
-        rc = put_string(ref, "uid", job->uid ? job->uid : "");
+        rc = json_put_string(ref, "uid", job->uid ? job->uid : "");
     if (rc == 0)
-        rc = put_bool(ref, "controller", true);
+        rc = json_put_bool(ref, "controller", true);
     if (rc == 0)
-        rc = put_bool(ref, "blockOwnerDeletion", true);
+        rc = json_put_bool(ref, "blockOwnerDeletion", true);
     if (rc < 0) {
         cJSON_Delete(ref);
         return NULL;
@@ -194,12 +100,12 @@ cJSON *build_owner_reference(const struct mpijob *job)
 static int put_owner_references(const struct mpijob *job, cJSON *meta)
 {
     cJSON *refs = cJSON_CreateArray();
-    int rc = refs ? append(refs, build_owner_reference(job)) : -ENOMEM;
+    int rc = refs ? json_append(refs, build_owner_reference(job)) : -ENOMEM;
     if (rc < 0) {
         cJSON_Delete(refs);
         return rc;
     }
-    return put(meta, "ownerReferences", refs);
+    return json_put(meta, "ownerReferences", refs);
 }
 
 /* {apiVersion, kind, metadata: {name, namespace, labels, ownerReferences}}. */
@@ -210,17 +116,17 @@ static cJSON *new_object(const struct mpijob *job, const struct mpijob_options *
     cJSON *obj = cJSON_CreateObject(), *meta = NULL;
     int rc = obj ? 0 : -ENOMEM;
     if (rc == 0)
-        rc = put_string(obj, "apiVersion", api_version);
+        rc = json_put_string(obj, "apiVersion", api_version);
     if (rc == 0)
-        rc = put_string(obj, "kind", kind);
+        rc = json_put_string(obj, "kind", kind);
     if (rc == 0)
-        rc = child(obj, "metadata", false, &meta);
+        rc = json_child(obj, "metadata", false, &meta);
     if (rc == 0)
-        rc = put_string(meta, "name", name);
+        rc = json_put_string(meta, "name", name);
     if (rc == 0)
-        rc = put_string(meta, "namespace", job->namespace);
+        rc = json_put_string(meta, "namespace", job->namespace);
     if (rc == 0)
-        rc = put(meta, "labels", build_labels(job, o, role, -1));
+        rc = json_put(meta, "labels", build_labels(job, o, role, -1));
     if (rc == 0)
         rc = put_owner_references(job, meta);
     if (rc < 0) {
@@ -261,17 +167,17 @@ static int join_gang(const struct mpijob *job, const struct mpijob_options *o, c
     cJSON *map;
     int rc = 0;
     if (g == GANG_VOLCANO) {
-        rc = put_string(spec, "schedulerName", GANG_SCHEDULER_VOLCANO);
+        rc = json_put_string(spec, "schedulerName", GANG_SCHEDULER_VOLCANO);
         if (rc == 0)
-            rc = child(meta, "annotations", false, &map);
+            rc = json_child(meta, "annotations", false, &map);
         if (rc == 0)
-            rc = put_string(map, VOLCANO_GROUP_ANNOTATION, job->name);
+            rc = json_put_string(map, VOLCANO_GROUP_ANNOTATION, job->name);
     } else if (g == GANG_SCHED_PLUGINS) {
-        rc = put_string(spec, "schedulerName", o->gang_scheduler);
+        rc = json_put_string(spec, "schedulerName", o->gang_scheduler);
         if (rc == 0)
-            rc = child(meta, "labels", false, &map);
+            rc = json_child(meta, "labels", false, &map);
         if (rc == 0)
-            rc = put_string(map, SCHED_PLUGINS_GROUP_LABEL, job->name);
+            rc = json_put_string(map, SCHED_PLUGINS_GROUP_LABEL, job->name);
     }
     return rc;
 }
@@ -283,8 +189,7 @@ static const char *podgroup_priority_class(const struct mpijob *job)
     const char *s = job->run_policy.scheduling.priority_class;
     const cJSON *templates[] = {job->launcher.template, job->worker.template};
     for (size_t i = 0; (!s || !s[0]) && i < 2; i++)
-        s = string_member(cJSON_GetObjectItemCaseSensitive(templates[i], "spec"),
-                          "priorityClassName");
+        s = json_string(templates[i], "spec.priorityClassName");
     return s && s[0] ? s : NULL;
 }
 
@@ -297,21 +202,21 @@ cJSON *build_podgroup(const struct mpijob *job, const struct mpijob_options *o)
     char api_version[128];
     snprintf(api_version, sizeof(api_version), "%s/%s", res->group, res->version);
     cJSON *pg = new_object(job, o, api_version, res->kind, job->name, NULL), *spec = NULL;
-    int rc = pg ? child(pg, "spec", false, &spec) : -ENOMEM;
+    int rc = pg ? json_child(pg, "spec", false, &spec) : -ENOMEM;
     /* The launcher and every worker must start together. */
     int min_member = policy->min_available >= 0 ? policy->min_available : job->worker.replicas + 1;
     if (rc == 0)
-        rc = put_number(spec, "minMember", min_member);
+        rc = json_put_number(spec, "minMember", min_member);
     if (rc == 0 && policy->min_resources)
-        rc = put(spec, "minResources", cJSON_Duplicate(policy->min_resources, true));
+        rc = json_put(spec, "minResources", cJSON_Duplicate(policy->min_resources, true));
     if (res == &PODGROUP_VOLCANO) {
         const char *priority = podgroup_priority_class(job);
         if (rc == 0 && policy->queue && policy->queue[0])
-            rc = put_string(spec, "queue", policy->queue);
+            rc = json_put_string(spec, "queue", policy->queue);
         if (rc == 0 && priority)
-            rc = put_string(spec, "priorityClassName", priority);
+            rc = json_put_string(spec, "priorityClassName", priority);
     } else if (rc == 0 && policy->schedule_timeout_s >= 0) {
-        rc = put_number(spec, "scheduleTimeoutSeconds", policy->schedule_timeout_s);
+        rc = json_put_number(spec, "scheduleTimeoutSeconds", policy->schedule_timeout_s);
     }
     if (rc < 0) {
         cJSON_Delete(pg);
@@ -325,15 +230,15 @@ cJSON *build_podgroup(const struct mpijob *job, const struct mpijob_options *o)
 cJSON *build_service(const struct mpijob *job, const struct mpijob_options *o)
 {
     cJSON *svc = new_object(job, o, "v1", "Service", job->name, NULL), *spec = NULL;
-    int rc = svc ? child(svc, "spec", false, &spec) : -ENOMEM;
+    int rc = svc ? json_child(svc, "spec", false, &spec) : -ENOMEM;
     if (rc == 0)
-        rc = put_string(spec, "clusterIP", "None");
+        rc = json_put_string(spec, "clusterIP", "None");
     /* operator-name too: other Kubeflow operators put the same job-name label on their pods. */
     if (rc == 0)
-        rc = put(spec, "selector", build_labels(job, o, NULL, -1));
+        rc = json_put(spec, "selector", build_labels(job, o, NULL, -1));
     /* A launcher in its own hostfile resolves its own name before its pod is Ready. */
     if (rc == 0 && job->run_launcher_as_worker)
-        rc = put_bool(spec, "publishNotReadyAddresses", true);
+        rc = json_put_bool(spec, "publishNotReadyAddresses", true);
     if (rc < 0) {
         cJSON_Delete(svc);
         return NULL;
@@ -351,11 +256,11 @@ cJSON *build_configmap(const struct mpijob *job, const struct mpijob_options *o,
     cJSON *cm = name && hostfile && discover ? new_object(job, o, "v1", "ConfigMap", name, NULL)
                                              : NULL;
     cJSON *data = NULL;
-    int rc = cm ? child(cm, "data", false, &data) : -ENOMEM;
+    int rc = cm ? json_child(cm, "data", false, &data) : -ENOMEM;
     if (rc == 0)
-        rc = put_string(data, HOSTFILE_KEY, hostfile);
+        rc = json_put_string(data, HOSTFILE_KEY, hostfile);
     if (rc == 0)
-        rc = put_string(data, DISCOVER_HOSTS_KEY, discover);
+        rc = json_put_string(data, DISCOVER_HOSTS_KEY, discover);
     free(name);
     free(hostfile);
     free(discover);
@@ -388,13 +293,13 @@ cJSON *build_secret(const struct mpijob *job, const struct mpijob_options *o,
         return NULL;
     char *name = mpijob_secret_name(job);
     cJSON *secret = name ? new_object(job, o, "v1", "Secret", name, NULL) : NULL, *data = NULL;
-    int rc = secret ? put_string(secret, "type", "kubernetes.io/ssh-auth") : -ENOMEM;
+    int rc = secret ? json_put_string(secret, "type", "kubernetes.io/ssh-auth") : -ENOMEM;
     if (rc == 0)
-        rc = child(secret, "data", false, &data);
+        rc = json_child(secret, "data", false, &data);
     if (rc == 0)
-        rc = put(data, SSH_PRIVATE_KEY, base64_string(keys->private_pem));
+        rc = json_put(data, SSH_PRIVATE_KEY, base64_string(keys->private_pem));
     if (rc == 0)
-        rc = put(data, SSH_PUBLIC_KEY, base64_string(keys->public_authorized));
+        rc = json_put(data, SSH_PUBLIC_KEY, base64_string(keys->public_authorized));
     free(name);
     if (rc < 0) {
         cJSON_Delete(secret);
@@ -421,7 +326,7 @@ static int pod_open(const cJSON *template, struct pod *p)
     p->container = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(p->spec, "containers"), 0);
     if (!cJSON_IsObject(p->spec) || !cJSON_IsObject(p->container))
         return -EINVAL;
-    return child(p->tmpl, "metadata", false, &p->meta);
+    return json_child(p->tmpl, "metadata", false, &p->meta);
 }
 
 /* Our labels over the template's: the informers, the Service and the reconciler select on
@@ -429,10 +334,10 @@ static int pod_open(const cJSON *template, struct pod *p)
 static int add_labels(struct pod *p, cJSON *ours)
 {
     cJSON *labels, *l;
-    int rc = ours ? child(p->meta, "labels", false, &labels) : -ENOMEM;
+    int rc = ours ? json_child(p->meta, "labels", false, &labels) : -ENOMEM;
     cJSON_ArrayForEach(l, ours) {
         if (rc == 0)
-            rc = put_string(labels, l->string, l->valuestring);
+            rc = json_put_string(labels, l->string, l->valuestring);
     }
     cJSON_Delete(ours);
     return rc;
@@ -455,41 +360,22 @@ static const char *restart_policy_text(enum restart_policy r)
 static int set_identity(const struct mpijob *job, struct pod *p, const char *hostname,
                         enum restart_policy restart)
 {
-    int rc = put_string(p->spec, "hostname", hostname);
+    int rc = json_put_string(p->spec, "hostname", hostname);
     if (rc == 0)
-        rc = put_string(p->spec, "subdomain", job->name);
+        rc = json_put_string(p->spec, "subdomain", job->name);
     if (rc == 0)
-        rc = put_string(p->spec, "restartPolicy", restart_policy_text(restart));
+        rc = json_put_string(p->spec, "restartPolicy", restart_policy_text(restart));
     return rc;
-}
-
-static bool env_has(const cJSON *env, const char *name)
-{
-    const cJSON *e;
-    cJSON_ArrayForEach(e, env) {
-        const char *n = string_member(e, "name");
-        if (n && strcmp(n, name) == 0)
-            return true;
-    }
-    return false;
 }
 
 /* Adds name=value to container 0 unless the template sets name already. */
 static int env_default(struct pod *p, const char *name, const char *value)
 {
-    cJSON *env, *e;
-    int rc = child(p->container, "env", true, &env);
-    if (rc < 0 || env_has(env, name))
+    cJSON *env;
+    int rc = json_child(p->container, "env", true, &env);
+    if (rc < 0 || json_env_find(env, name))
         return rc;
-    e = cJSON_CreateObject();
-    rc = e ? put_string(e, "name", name) : -ENOMEM;
-    if (rc == 0)
-        rc = put_string(e, "value", value);
-    if (rc < 0) {
-        cJSON_Delete(e);
-        return rc;
-    }
-    return append(env, e);
+    return json_env_append(env, name, value);
 }
 
 /* Mounts a volume whose source is {source_key: source} (source is taken) at path in container
@@ -499,14 +385,14 @@ static int mount_volume(struct pod *p, const char *base, const char *path, const
                         cJSON *source)
 {
     cJSON *mounts = NULL, *volumes = NULL, *e;
-    int rc = source ? child(p->container, "volumeMounts", true, &mounts) : -ENOMEM;
+    int rc = source ? json_child(p->container, "volumeMounts", true, &mounts) : -ENOMEM;
     bool mounted = false;
     cJSON_ArrayForEach(e, mounts) {
-        const char *at = string_member(e, "mountPath");
+        const char *at = json_string(e, "mountPath");
         mounted = mounted || (at && path_equal(at, path));
     }
     if (rc == 0 && !mounted)
-        rc = child(p->spec, "volumes", true, &volumes);
+        rc = json_child(p->spec, "volumes", true, &volumes);
     if (rc < 0 || mounted) {
         cJSON_Delete(source);
         return rc;
@@ -520,25 +406,25 @@ static int mount_volume(struct pod *p, const char *base, const char *path, const
             snprintf(name, sizeof(name), "%s-%d", base, i);
         bool taken = false;
         cJSON_ArrayForEach(e, volumes) {
-            const char *n = string_member(e, "name");
+            const char *n = json_string(e, "name");
             taken = taken || (n && strcmp(n, name) == 0);
         }
         if (!taken)
             break;
     }
     cJSON *volume = cJSON_CreateObject(), *mount = cJSON_CreateObject();
-    rc = volume && mount ? put_string(volume, "name", name) : -ENOMEM;
+    rc = volume && mount ? json_put_string(volume, "name", name) : -ENOMEM;
     if (rc == 0) {
-        rc = put(volume, source_key, source);
+        rc = json_put(volume, source_key, source);
         source = NULL;
     }
     if (rc == 0)
-        rc = put_string(mount, "name", name);
+        rc = json_put_string(mount, "name", name);
     if (rc == 0)
-        rc = put_string(mount, "mountPath", path);
-    if (rc == 0 && (rc = append(volumes, volume)) == 0)
+        rc = json_put_string(mount, "mountPath", path);
+    if (rc == 0 && (rc = json_append(volumes, volume)) == 0)
         volume = NULL;
-    if (rc == 0 && (rc = append(mounts, mount)) == 0)
+    if (rc == 0 && (rc = json_append(mounts, mount)) == 0)
         mount = NULL;
     cJSON_Delete(source);
     cJSON_Delete(volume);
@@ -549,11 +435,11 @@ static int mount_volume(struct pod *p, const char *base, const char *path, const
 static cJSON *key_to_path(const char *key, const char *path, int mode)
 {
     cJSON *item = cJSON_CreateObject();
-    int rc = item ? put_string(item, "key", key) : -ENOMEM;
+    int rc = item ? json_put_string(item, "key", key) : -ENOMEM;
     if (rc == 0)
-        rc = put_string(item, "path", path);
+        rc = json_put_string(item, "path", path);
     if (rc == 0 && mode >= 0)
-        rc = put_number(item, "mode", mode);
+        rc = json_put_number(item, "mode", mode);
     if (rc < 0) {
         cJSON_Delete(item);
         return NULL;
@@ -567,17 +453,17 @@ static int mount_ssh_keys(const struct mpijob *job, struct pod *p)
 {
     char *secret_name = mpijob_secret_name(job);
     cJSON *secret = cJSON_CreateObject(), *items = NULL;
-    int rc = secret_name && secret ? put_string(secret, "secretName", secret_name) : -ENOMEM;
+    int rc = secret_name && secret ? json_put_string(secret, "secretName", secret_name) : -ENOMEM;
     if (rc == 0)
-        rc = put_number(secret, "defaultMode", SSH_KEY_MODE);
+        rc = json_put_number(secret, "defaultMode", SSH_KEY_MODE);
     if (rc == 0)
-        rc = child(secret, "items", true, &items);
+        rc = json_child(secret, "items", true, &items);
     if (rc == 0)
-        rc = append(items, key_to_path(SSH_PRIVATE_KEY, "id_rsa", -1));
+        rc = json_append(items, key_to_path(SSH_PRIVATE_KEY, "id_rsa", -1));
     if (rc == 0)
-        rc = append(items, key_to_path(SSH_PUBLIC_KEY, "id_rsa.pub", -1));
+        rc = json_append(items, key_to_path(SSH_PUBLIC_KEY, "id_rsa.pub", -1));
     if (rc == 0)
-        rc = append(items, key_to_path(SSH_PUBLIC_KEY, "authorized_keys", -1));
+        rc = json_append(items, key_to_path(SSH_PUBLIC_KEY, "authorized_keys", -1));
     free(secret_name);
     if (rc < 0) {
         cJSON_Delete(secret);
@@ -591,13 +477,14 @@ static int mount_mpi_config(const struct mpijob *job, struct pod *p)
 {
     char *cm_name = mpijob_configmap_name(job);
     cJSON *cm = cJSON_CreateObject(), *items = NULL;
-    int rc = cm_name && cm ? put_string(cm, "name", cm_name) : -ENOMEM;
+    int rc = cm_name && cm ? json_put_string(cm, "name", cm_name) : -ENOMEM;
     if (rc == 0)
-        rc = child(cm, "items", true, &items);
+        rc = json_child(cm, "items", true, &items);
     if (rc == 0)
-        rc = append(items, key_to_path(HOSTFILE_KEY, HOSTFILE_KEY, HOSTFILE_MODE));
+        rc = json_append(items, key_to_path(HOSTFILE_KEY, HOSTFILE_KEY, HOSTFILE_MODE));
     if (rc == 0)
-        rc = append(items, key_to_path(DISCOVER_HOSTS_KEY, DISCOVER_HOSTS_KEY, DISCOVER_HOSTS_MODE));
+        rc = json_append(items,
+                         key_to_path(DISCOVER_HOSTS_KEY, DISCOVER_HOSTS_KEY, DISCOVER_HOSTS_MODE));
     free(cm_name);
     if (rc < 0) {
         cJSON_Delete(cm);
@@ -609,9 +496,9 @@ static int mount_mpi_config(const struct mpijob *job, struct pod *p)
 /* The template becomes {metadata, spec} of a new object; p is emptied. */
 static int pod_move_into(struct pod *p, cJSON *obj)
 {
-    int rc = put(obj, "metadata", cJSON_DetachItemViaPointer(p->tmpl, p->meta));
+    int rc = json_put(obj, "metadata", cJSON_DetachItemViaPointer(p->tmpl, p->meta));
     if (rc == 0)
-        rc = put(obj, "spec", cJSON_DetachItemViaPointer(p->tmpl, p->spec));
+        rc = json_put(obj, "spec", cJSON_DetachItemViaPointer(p->tmpl, p->spec));
     cJSON_Delete(p->tmpl);
     memset(p, 0, sizeof(*p));
     return rc;
@@ -630,15 +517,15 @@ static int add_dns_search(const struct mpijob *job, const struct mpijob_options 
     if (n < 0)
         return -ENOMEM;
     cJSON *dns = NULL, *searches = NULL, *e;
-    int rc = child(p->spec, "dnsConfig", false, &dns);
+    int rc = json_child(p->spec, "dnsConfig", false, &dns);
     if (rc == 0)
-        rc = child(dns, "searches", true, &searches);
+        rc = json_child(dns, "searches", true, &searches);
     bool listed = false;
     cJSON_ArrayForEach(e, searches) {
         listed = listed || (cJSON_IsString(e) && strcmp(e->valuestring, search) == 0);
     }
     if (rc == 0 && !listed)
-        rc = append_string(searches, search);
+        rc = json_append_string(searches, search);
     free(search);
     return rc;
 }
@@ -647,20 +534,20 @@ static int add_dns_search(const struct mpijob *job, const struct mpijob_options 
 static int default_to_sshd(struct pod *p)
 {
     bool no_command = true, no_args = true;
-    int rc = array_is_empty(p->container, "command", &no_command);
+    int rc = json_array_is_empty(p->container, "command", &no_command);
     if (rc == 0)
-        rc = array_is_empty(p->container, "args", &no_args);
+        rc = json_array_is_empty(p->container, "args", &no_args);
     if (rc < 0 || !no_command || !no_args)
         return rc;
     cJSON *command = cJSON_CreateArray();
-    rc = command ? append_string(command, "/usr/sbin/sshd") : -ENOMEM;
+    rc = command ? json_append_string(command, "/usr/sbin/sshd") : -ENOMEM;
     if (rc == 0)
-        rc = append_string(command, "-De");
+        rc = json_append_string(command, "-De");
     if (rc < 0) {
         cJSON_Delete(command);
         return rc;
     }
-    return put(p->container, "command", command);
+    return json_put(p->container, "command", command);
 }
 
 cJSON *build_worker_pod(const struct mpijob *job, const struct mpijob_options *o, int index,
@@ -673,9 +560,9 @@ cJSON *build_worker_pod(const struct mpijob *job, const struct mpijob_options *o
     if (rc == 0)
         rc = add_labels(&p, build_labels(job, o, ROLE_NAME_WORKER, index));
     if (rc == 0)
-        rc = put_string(p.meta, "name", name);
+        rc = json_put_string(p.meta, "name", name);
     if (rc == 0)
-        rc = put_string(p.meta, "namespace", job->namespace);
+        rc = json_put_string(p.meta, "namespace", job->namespace);
     if (rc == 0)
         rc = put_owner_references(job, p.meta);
     if (rc == 0)
@@ -694,10 +581,10 @@ cJSON *build_worker_pod(const struct mpijob *job, const struct mpijob_options *o
         rc = transport_apply(job, ROLE_WORKER, p.tmpl, report);
     if (rc == 0) {
         pod = cJSON_CreateObject();
-        rc = pod ? put_string(pod, "apiVersion", "v1") : -ENOMEM;
+        rc = pod ? json_put_string(pod, "apiVersion", "v1") : -ENOMEM;
     }
     if (rc == 0)
-        rc = put_string(pod, "kind", "Pod");
+        rc = json_put_string(pod, "kind", "Pod");
     if (rc == 0)
         rc = pod_move_into(&p, pod);
     free(name);
@@ -790,7 +677,7 @@ static cJSON *launcher_pod_template(const struct mpijob *job, const struct mpijo
      * MPIJob's Failed condition: the user reads why without kubectl logs. A policy the template
      * sets is kept. */
     if (rc == 0 && !cJSON_GetObjectItemCaseSensitive(p.container, "terminationMessagePolicy"))
-        rc = put_string(p.container, "terminationMessagePolicy", "FallbackToLogsOnError");
+        rc = json_put_string(p.container, "terminationMessagePolicy", "FallbackToLogsOnError");
     free(name);
     if (rc < 0) {
         cJSON_Delete(p.tmpl);
@@ -812,18 +699,18 @@ cJSON *build_launcher_job(const struct mpijob *job, const struct mpijob_options 
     char *name = mpijob_launcher_name(job);
     cJSON *obj = name ? new_object(job, o, "batch/v1", "Job", name, ROLE_NAME_LAUNCHER) : NULL;
     cJSON *spec = NULL;
-    int rc = obj ? child(obj, "spec", false, &spec) : -ENOMEM;
+    int rc = obj ? json_child(obj, "spec", false, &spec) : -ENOMEM;
     /* activeDeadlineSeconds and ttlSecondsAfterFinished are the operator's (counted from the
      * MPIJob's start, deleting the MPIJob), so the Job carries neither. */
     if (rc == 0)
-        rc = put_number(spec, "backoffLimit", job->run_policy.backoff_limit);
+        rc = json_put_number(spec, "backoffLimit", job->run_policy.backoff_limit);
     /* A retry starts only once the failed launcher pod is gone, so two mpiruns never overlap. */
     if (rc == 0)
-        rc = put_string(spec, "podReplacementPolicy", "Failed");
+        rc = json_put_string(spec, "podReplacementPolicy", "Failed");
     if (rc == 0)
-        rc = put_bool(spec, "suspend", job->run_policy.suspend);
+        rc = json_put_bool(spec, "suspend", job->run_policy.suspend);
     if (rc == 0)
-        rc = put(spec, "template", launcher_pod_template(job, o, report));
+        rc = json_put(spec, "template", launcher_pod_template(job, o, report));
     free(name);
     if (rc < 0) {
         cJSON_Delete(obj);

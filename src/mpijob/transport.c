@@ -186,79 +186,16 @@ char *transport_unforwarded_message(const struct transport_report *r)
     return buf_steal(&b);
 }
 
-/* ---- JSON helpers -------------------------------------------------------------------------- */
-
-/* obj[name] with the given type, created when missing or null. -EINVAL when it holds another
- * type, -ENOMEM. */
-static int member(cJSON *obj, const char *name, bool array, cJSON **out)
-{
-    cJSON *cur = cJSON_GetObjectItemCaseSensitive(obj, name);
-    if (cur && !cJSON_IsNull(cur)) {
-        *out = cur;
-        return (array ? cJSON_IsArray(cur) : cJSON_IsObject(cur)) ? 0 : -EINVAL;
-    }
-    cJSON *made = array ? cJSON_CreateArray() : cJSON_CreateObject();
-    if (!made)
-        return -ENOMEM;
-    bool ok = cur ? cJSON_ReplaceItemInObjectCaseSensitive(obj, name, made)
-                  : cJSON_AddItemToObject(obj, name, made);
-    if (!ok) {
-        cJSON_Delete(made);
-        return -ENOMEM;
-    }
-    *out = made;
-    return 0;
-}
-
-static int array_append_string(cJSON *array, const char *value)
-{
-    cJSON *s = cJSON_CreateString(value);
-    if (!s || !cJSON_AddItemToArray(array, s)) {
-        cJSON_Delete(s);
-        return -ENOMEM;
-    }
-    return 0;
-}
-
-static const char *string_member(const cJSON *obj, const char *name)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
-    return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
 /* ---- env ------------------------------------------------------------------------------------ */
-
-/* The entry Kubernetes uses for name: the last one. */
-static cJSON *env_find(const cJSON *env, const char *name)
-{
-    cJSON *found = NULL, *e;
-    cJSON_ArrayForEach(e, env) {
-        const char *n = string_member(e, "name");
-        if (n && strcmp(n, name) == 0)
-            found = e;
-    }
-    return found;
-}
 
 /* The entry's literal value: "" when it has neither value nor valueFrom (Kubernetes reads an
  * absent value as empty), NULL when it comes from valueFrom. */
 static const char *env_literal(const cJSON *entry)
 {
-    const char *v = string_member(entry, "value");
+    const char *v = json_string(entry, "value");
     if (v)
         return v;
     return cJSON_GetObjectItemCaseSensitive(entry, "valueFrom") ? NULL : "";
-}
-
-static int env_append(cJSON *env, const char *name, const char *value)
-{
-    cJSON *e = cJSON_CreateObject();
-    if (!e || !cJSON_AddStringToObject(e, "name", name) || !cJSON_AddStringToObject(e, "value", value) ||
-        !cJSON_AddItemToArray(env, e)) {
-        cJSON_Delete(e);
-        return -ENOMEM;
-    }
-    return 0;
 }
 
 /* Puts every wanted variable into env unless the user set it; present[i] says whether
@@ -271,7 +208,7 @@ static int apply_env(const struct mpijob *job, enum pod_role role, cJSON *env,
         const struct wanted *v = &w->v[i];
         int rc = 0;
         present[i] = true;
-        cJSON *user = env_find(env, v->name);
+        cJSON *user = json_env_find(env, v->name);
         if (user) {
             const char *literal = env_literal(user);
             if (!literal)
@@ -283,13 +220,13 @@ static int apply_env(const struct mpijob *job, enum pod_role role, cJSON *env,
                                         "the template's value is kept",
                                      v->name, role_label(role), literal[0] ? literal : "\"\"", transport,
                                      v->value);
-        } else if (v->refused_with && env_find(env, v->refused_with)) {
+        } else if (v->refused_with && json_env_find(env, v->refused_with)) {
             present[i] = false;
             rc = report_conflict(r, "%s: the %s template sets %s, which cannot be combined with it; "
                                     "networking.interface %s is not applied to it",
                                  v->name, role_label(role), v->refused_with, v->value);
         } else {
-            rc = env_append(env, v->name, v->value);
+            rc = json_env_append(env, v->name, v->value);
         }
         if (rc < 0)
             return rc;
@@ -499,7 +436,7 @@ static int env_list_merge(const struct mpijob *job, const char *current, char de
 static int forward_by_env_list(const struct mpijob *job, cJSON *env, const struct wanted_set *w,
                                const bool *present, struct transport_report *r)
 {
-    cJSON *entry = env_find(env, ENV_LIST);
+    cJSON *entry = json_env_find(env, ENV_LIST);
     const char *current = entry ? env_literal(entry) : "";
     int rc = 0;
     if (!current) {
@@ -511,13 +448,13 @@ static int forward_by_env_list(const struct mpijob *job, cJSON *env, const struc
         return rc;
     }
     /* Open MPI takes a one-character delimiter and ignores the list otherwise. */
-    const cJSON *d = env_find(env, ENV_LIST_DELIMITER);
+    const cJSON *d = json_env_find(env, ENV_LIST_DELIMITER);
     const char *ds = d ? env_literal(d) : NULL;
     char delimiter = ds && strlen(ds) == 1 ? ds[0] : ';';
     char *merged = NULL;
     rc = env_list_merge(job, current, delimiter, w, present, ENV_LIST " in the launcher template", &merged, r);
     if (rc == 0 && strcmp(merged, current) != 0)
-        rc = entry ? json_set_string(entry, "value", merged) : env_append(env, ENV_LIST, merged);
+        rc = entry ? json_set_string(entry, "value", merged) : json_env_append(env, ENV_LIST, merged);
     free(merged);
     return rc;
 }
@@ -544,9 +481,9 @@ static int forward_by_x(const struct mpijob *job, struct launcher_argv *a, const
             }
         }
         if (rc == 0 && !listed) {
-            rc = array_append_string(pairs, "-x");
+            rc = json_append_string(pairs, "-x");
             if (rc == 0)
-                rc = array_append_string(pairs, w->v[i].name);
+                rc = json_append_string(pairs, w->v[i].name);
         }
     }
     /* target = argv[0], pairs, the rest: the rest moves behind the pairs */
@@ -683,15 +620,15 @@ out:
 static int mount_device_path(const char *path, cJSON *spec, cJSON *container)
 {
     cJSON *mounts, *volumes, *e;
-    int rc = member(container, "volumeMounts", true, &mounts);
+    int rc = json_child(container, "volumeMounts", true, &mounts);
     if (rc < 0)
         return rc;
     cJSON_ArrayForEach(e, mounts) {
-        const char *at = string_member(e, "mountPath");
+        const char *at = json_string(e, "mountPath");
         if (at && path_equal(at, path))
             return 0; /* the template's own mount wins */
     }
-    if ((rc = member(spec, "volumes", true, &volumes)) < 0)
+    if ((rc = json_child(spec, "volumes", true, &volumes)) < 0)
         return rc;
 
     char name[64];
@@ -703,7 +640,7 @@ static int mount_device_path(const char *path, cJSON *spec, cJSON *container)
             snprintf(name, sizeof(name), "%s-%d", TRANSPORT_RDMA_VOLUME, i);
         cJSON *taken = NULL;
         cJSON_ArrayForEach(e, volumes) {
-            const char *n = string_member(e, "name");
+            const char *n = json_string(e, "name");
             if (n && strcmp(n, name) == 0)
                 taken = e;
         }
@@ -760,16 +697,16 @@ static int add_ipc_lock(enum pod_role role, cJSON *container, struct transport_r
     const cJSON *privileged = json_path(container, "securityContext.privileged");
     if (cJSON_IsTrue(privileged))
         return 0;
-    int rc = member(container, "securityContext", false, &sc);
+    int rc = json_child(container, "securityContext", false, &sc);
     if (rc == 0)
-        rc = member(sc, "capabilities", false, &caps);
+        rc = json_child(sc, "capabilities", false, &caps);
     if (rc == 0)
-        rc = member(caps, "add", true, &add);
+        rc = json_child(caps, "add", true, &add);
     if (rc < 0)
         return rc;
     bool listed = false;
     cJSON_ArrayForEach(e, add) listed = listed || is_ipc_lock(e);
-    if (!listed && (rc = array_append_string(add, "IPC_LOCK")) < 0)
+    if (!listed && (rc = json_append_string(add, "IPC_LOCK")) < 0)
         return rc;
     /* Runtimes apply an explicit drop after add (only drop ALL gives way to add). */
     cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(caps, "drop")) {
@@ -786,11 +723,11 @@ static int add_ipc_lock(enum pod_role role, cJSON *container, struct transport_r
 static int request_resource(const char *resource, cJSON *container)
 {
     cJSON *resources, *limits, *requests;
-    int rc = member(container, "resources", false, &resources);
+    int rc = json_child(container, "resources", false, &resources);
     if (rc == 0)
-        rc = member(resources, "limits", false, &limits);
+        rc = json_child(resources, "limits", false, &limits);
     if (rc == 0)
-        rc = member(resources, "requests", false, &requests);
+        rc = json_child(resources, "requests", false, &requests);
     if (rc < 0)
         return rc;
     cJSON *lim = cJSON_GetObjectItemCaseSensitive(limits, resource);
@@ -826,7 +763,7 @@ cJSON *transport_env(const struct mpijob *job)
         return NULL;
     cJSON *env = cJSON_CreateArray();
     for (size_t i = 0; env && i < w.n; i++) {
-        if (env_append(env, w.v[i].name, w.v[i].value) < 0) {
+        if (json_env_append(env, w.v[i].name, w.v[i].value) < 0) {
             cJSON_Delete(env);
             env = NULL;
         }
@@ -852,7 +789,7 @@ int transport_apply(const struct mpijob *job, enum pod_role role, cJSON *pod_tem
     int rc = wanted_build(job, &w);
     if (rc < 0)
         return rc;
-    rc = member(container, "env", true, &env);
+    rc = json_child(container, "env", true, &env);
     if (rc == 0)
         rc = apply_env(job, role, env, &w, present, report);
     if (rc == 0 && role == ROLE_LAUNCHER && job->implementation == MPI_OPENMPI)

@@ -11,6 +11,13 @@ uint64_t clock_now_ms(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+double clock_now_ms_precise(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
 void clock_sleep_ms(uint64_t ms)
 {
     struct timespec req = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000L};
@@ -40,7 +47,8 @@ void clock_rfc3339(time_t t, char out[21])
     strftime(out, 21, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-void clock_rfc3339_micro(char out[28])
+/* Now in RFC 3339 UTC with digits (3 or 6) of fraction; out takes 22 + digits bytes. */
+static void rfc3339_now(char *out, int digits)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -48,11 +56,16 @@ void clock_rfc3339_micro(char out[28])
     gmtime_r(&ts.tv_sec, &tm);
     char base[20];
     strftime(base, sizeof(base), "%Y-%m-%dT%H:%M:%S", &tm);
+    unsigned long frac = (unsigned long)ts.tv_nsec / (digits == 3 ? 1000000ul : 1000ul);
     char full[48];
-    snprintf(full, sizeof(full), "%.19s.%06luZ", base, (unsigned long)(ts.tv_nsec / 1000) % 1000000ul);
-    memcpy(out, full, 27);
-    out[27] = 0;
+    snprintf(full, sizeof(full), "%.19s.%0*luZ", base, digits, frac);
+    memcpy(out, full, (size_t)(21 + digits));
+    out[21 + digits] = 0;
 }
+
+void clock_rfc3339_micro(char out[28]) { rfc3339_now(out, 6); }
+
+void clock_rfc3339_milli(char out[25]) { rfc3339_now(out, 3); }
 
 int clock_parse_rfc3339(const char *s, time_t *out)
 {

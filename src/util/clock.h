@@ -7,6 +7,8 @@
 
 /* Milliseconds on CLOCK_MONOTONIC. */
 uint64_t clock_now_ms(void);
+/* Milliseconds on CLOCK_MONOTONIC to the nanosecond, for timing work. */
+double clock_now_ms_precise(void);
 /* Sleeps for ms milliseconds (restarts after signals). */
 void clock_sleep_ms(uint64_t ms);
 /* Fills ts with the absolute time ms from now on CLOCK_REALTIME or CLOCK_MONOTONIC, for
@@ -17,6 +19,8 @@ void clock_deadline_monotonic(struct timespec *ts, uint64_t ms_from_now);
 void clock_rfc3339(time_t t, char out[21]);
 /* RFC 3339 with microseconds "2026-11-21T13:05:33.123456Z" (metav1.MicroTime); out needs 28. */
 void clock_rfc3339_micro(char out[28]);
+/* The same with milliseconds "2026-11-21T13:05:33.123Z"; out needs 25. */
+void clock_rfc3339_milli(char out[25]);
 /* Parses RFC 3339 (with optional fraction, 'Z' or +hh:mm offset). 0 on success, -EINVAL. */
 int clock_parse_rfc3339(const char *s, time_t *out);
 /* A pseudo-random integer in [0, n) from a thread-local generator, for jitter. */

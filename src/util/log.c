@@ -3,8 +3,9 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "util/clock.h"
 
 static enum log_level current_level = LOG_INFO;
 static enum log_format current_format = LOG_TEXT;
@@ -107,13 +108,8 @@ void log_write(enum log_level level, const char *msg, const char *fields_fmt, ..
         va_end(ap);
     }
 
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    struct tm tm;
-    gmtime_r(&ts.tv_sec, &tm);
-    char stamp[40];
-    size_t n = strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(stamp + n, sizeof(stamp) - n, ".%03ldZ", ts.tv_nsec / 1000000);
+    char stamp[25];
+    clock_rfc3339_milli(stamp);
 
     struct line l = {.len = 0};
     if (current_format == LOG_JSON) {
@@ -126,10 +122,12 @@ void log_write(enum log_level level, const char *msg, const char *fields_fmt, ..
         put_fields_json(&l, fields);
         put(&l, "}", 1);
     } else {
-        put_str(&l, stamp);
-        put(&l, " ", 1);
-        put_str(&l, level_names[level]);
-        put(&l, " ", 1);
+        if (current_format != LOG_PLAIN) {
+            put_str(&l, stamp);
+            put(&l, " ", 1);
+            put_str(&l, level_names[level]);
+            put(&l, " ", 1);
+        }
         put_str(&l, msg);
         if (fields[0]) {
             put(&l, " ", 1);

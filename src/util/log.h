@@ -4,13 +4,16 @@
  *
  * Text output:  2026-11-21T13:05:33.123Z INFO watch restarted resource=pods rv=42
  * JSON output:  {"ts":"...","level":"info","msg":"watch restarted","resource":"pods","rv":"42"}
+ * Plain output: watch restarted resource=pods rv=42
  * Fields are whitespace-separated key=value pairs; a value containing spaces is written as
- * key="a b". Thread-safe: each record is written with a single write(2). */
+ * key="a b". Plain output is for a command-line program whose diagnostics are read as written
+ * (the worker's stderr becomes its pod's termination message). Thread-safe: each record is
+ * written with a single write(2). */
 #ifndef UTIL_LOG_H
 #define UTIL_LOG_H
 
 enum log_level { LOG_DEBUG = 0, LOG_INFO = 1, LOG_WARN = 2, LOG_ERROR = 3 };
-enum log_format { LOG_TEXT = 0, LOG_JSON = 1 };
+enum log_format { LOG_TEXT = 0, LOG_JSON = 1, LOG_PLAIN = 2 };
 
 void log_set_level(enum log_level level);
 enum log_level log_get_level(void);

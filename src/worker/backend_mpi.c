@@ -21,7 +21,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "util/clock.h"
 
 /* GEMM blocking. The micro-kernel computes an MR x NR tile of C from packed panels of A and B;
  * KC x NR floats of B (8 KiB) stay in L1, MC x KC of A (72 KiB) in L2, KC x NC of B in L2/L3. */
@@ -70,13 +71,6 @@ static void set_error(struct wk_ctx *ctx, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(ctx->err, sizeof(ctx->err), fmt, ap);
     va_end(ap);
-}
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
 static void mpi_message(int code, char *out, size_t out_len)
@@ -422,7 +416,7 @@ static int backend_finish(struct wk_ctx *ctx, double *exposed_ms)
         *exposed_ms = 0.0;
     if (!ctx->has_mpi)
         return 0;
-    double start = now_ms();
+    double start = clock_now_ms_precise();
     pthread_mutex_lock(&ctx->lock);
     while (ctx->queue_head != ctx->queue_tail)
         pthread_cond_wait(&ctx->done, &ctx->lock);
@@ -433,7 +427,7 @@ static int backend_finish(struct wk_ctx *ctx, double *exposed_ms)
     }
     pthread_mutex_unlock(&ctx->lock);
     if (exposed_ms != NULL)
-        *exposed_ms = now_ms() - start;
+        *exposed_ms = clock_now_ms_precise() - start;
     return rc;
 }
 

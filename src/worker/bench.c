@@ -14,13 +14,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <cjson/cJSON.h>
 
+#include "util/clock.h"
 #include "worker/bench_check.h"
 #include "worker/commands.h"
-#include "worker/nccl_log.h"
+#include "worker/diag.h"
 #include "worker/rdma.h"
 #include "worker/session.h"
 
@@ -84,24 +84,10 @@ static void usage(FILE *out)
                 FLAGS[i].help);
 }
 
-/* Under mpirun every rank parses the same argv: only the first says what is wrong. */
-static int first_rank(void)
-{
-    static const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
-    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
-        const char *v = getenv(vars[i]);
-        if (v != NULL)
-            return strcmp(v, "0") == 0;
-    }
-    return 1;
-}
-
 static int bad_value(const char *flag, const char *value, const char *what)
 {
-    if (first_rank()) {
-        fprintf(stderr, "mpijob-worker bench: --%s %s, got '%s'\n\n", flag, what, value);
-        usage(stderr);
-    }
+    if (wk_launcher_rank() == 0)
+        wk_usage_error("bench", usage, "--%s %s, got '%s'", flag, what, value);
     return -EINVAL;
 }
 
@@ -192,39 +178,25 @@ static int parse_flags(int argc, char **argv, struct bench_config *c)
             if ((int)FLAGS[i].id == opt)
                 f = &FLAGS[i];
         if (f == NULL) {
-            if (first_rank()) {
-                fprintf(stderr, "mpijob-worker bench: unknown or incomplete option '%s'\n\n",
-                        argv[optind - 1]);
-                usage(stderr);
-            }
+            if (wk_launcher_rank() == 0)
+                wk_usage_error("bench", usage, "unknown or incomplete option '%s'", argv[optind - 1]);
             return 2;
         }
         if (set_flag(c, f, optarg) < 0)
             return 2;
     }
     if (optind < argc) {
-        if (first_rank()) {
-            fprintf(stderr, "mpijob-worker bench: unexpected argument '%s'\n\n", argv[optind]);
-            usage(stderr);
-        }
+        if (wk_launcher_rank() == 0)
+            wk_usage_error("bench", usage, "unexpected argument '%s'", argv[optind]);
         return 2;
     }
     if (c->min_bytes > c->max_bytes) {
-        if (first_rank()) {
-            fprintf(stderr, "mpijob-worker bench: --min-bytes (%llu) is above --max-bytes (%llu)\n\n",
-                    (unsigned long long)c->min_bytes, (unsigned long long)c->max_bytes);
-            usage(stderr);
-        }
+        if (wk_launcher_rank() == 0)
+            wk_usage_error("bench", usage, "--min-bytes (%llu) is above --max-bytes (%llu)",
+                           (unsigned long long)c->min_bytes, (unsigned long long)c->max_bytes);
         return 2;
     }
     return 0;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* A backend call failed in the middle of collective work: the other ranks may already wait in
@@ -265,11 +237,11 @@ static void run_size(struct wk_session *s, const struct bench_config *c, float *
         OP(s, ops->allreduce(s->ctx, dev, count), "allreduce", (size_t)bytes);
     OP(s, ops->sync(s->ctx), "sync", (size_t)bytes);
     MPI_Barrier(MPI_COMM_WORLD);
-    double t0 = now_s();
+    double t0 = clock_now_ms_precise();
     for (int i = 0; i < c->iters; i++)
         OP(s, ops->allreduce(s->ctx, dev, count), "allreduce", (size_t)bytes);
     OP(s, ops->sync(s->ctx), "sync", (size_t)bytes);
-    double per_op = (now_s() - t0) / c->iters;
+    double per_op = (clock_now_ms_precise() - t0) / 1e3 / c->iters;
     MPI_Allreduce(MPI_IN_PLACE, &per_op, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     out->time_us = per_op * 1e6;
     out->algbw = per_op > 0 ? (double)bytes / per_op / 1e9 : 0.0;
@@ -287,11 +259,11 @@ static void run_size(struct wk_session *s, const struct bench_config *c, float *
     if (wrong > 0) {
         float expected[WK_BENCH_PERIOD];
         wk_bench_expected(s->size, expected);
-        fprintf(stderr,
-                "mpijob-worker bench: rank %d: %llu of %zu elements wrong at %llu bytes; first at "
-                "index %zu: got %g, expected %g\n",
-                s->rank, wrong, count, (unsigned long long)bytes, first, (double)host[first],
-                (double)expected[first % WK_BENCH_PERIOD]);
+        wk_error("bench",
+                 "rank %d: %llu of %zu elements wrong at %llu bytes; first at index %zu: got %g, "
+                 "expected %g",
+                 s->rank, wrong, count, (unsigned long long)bytes, first, (double)host[first],
+                 (double)expected[first % WK_BENCH_PERIOD]);
     }
     MPI_Allreduce(&wrong, &out->wrong, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
 }
@@ -339,9 +311,8 @@ static double rounded(double v)
 static void print_summary(const struct wk_session *s, const struct bench_config *c,
                           const struct size_result *r, int n, unsigned long long wrong_total)
 {
-    char transport[64] = "mpi";
-    if (strcmp(s->ops->name, "mpi") != 0)
-        wk_nccl_transport_from_file(s->nccl_log, transport, sizeof(transport));
+    char transport[64];
+    wk_session_transport(s, transport, sizeof(transport));
     double busbw_sum = 0;
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "event", "summary");
@@ -369,7 +340,7 @@ static void print_summary(const struct wk_session *s, const struct bench_config 
     if (text != NULL)
         printf("%s\n", text);
     else
-        fprintf(stderr, "mpijob-worker bench: out of memory writing the summary\n");
+        wk_error("bench", "out of memory writing the summary");
     fflush(stdout);
     free(text);
     cJSON_Delete(root);
@@ -383,20 +354,20 @@ static int run(struct wk_session *s, const struct bench_config *c)
         int rc = wk_rdma_check(msg, sizeof(msg));
         /* Ranks on one host see the same devices: one report per host. */
         if (rc < 0 && s->local_rank == 0)
-            fprintf(stderr, "mpijob-worker bench: rank %d: %s\n", s->rank, msg);
+            wk_error("bench", "rank %d: %s", s->rank, msg);
         if (wk_session_agree(s, rc) < 0)
             return 1;
     }
     if (s->size > WK_BENCH_MAX_RANKS) {
         if (s->rank == 0)
-            fprintf(stderr, "mpijob-worker bench: at most %d ranks (the check's sums must stay "
-                            "exact in float), got %d\n", WK_BENCH_MAX_RANKS, s->size);
+            wk_error("bench", "at most %d ranks (the check's sums must stay exact in float), got %d",
+                     WK_BENCH_MAX_RANKS, s->size);
         return 1;
     }
     if (wk_session_backend(s, c->backend) < 0)
         return 1;
     if (s->rank == 0 && s->fallback[0])
-        fprintf(stderr, "mpijob-worker bench: using the mpi backend: %s\n", s->fallback);
+        wk_warn("bench", "using the mpi backend: %s", s->fallback);
 
     uint64_t sizes[MAX_SIZES];
     /* parse_flags admitted only sweeps of 1 to 31 sizes (4 B .. 4 GiB, factor >= 2). */
@@ -411,9 +382,9 @@ static int run(struct wk_session *s, const struct bench_config *c)
     struct size_result *results = calloc((size_t)n, sizeof(*results));
     int ok = host != NULL && dev != NULL && results != NULL;
     if (!ok)
-        fprintf(stderr, "mpijob-worker bench: rank %d: cannot allocate 2 x %llu bytes: %s\n", s->rank,
-                (unsigned long long)sizes[n - 1],
-                dev == NULL && s->ops->error ? s->ops->error(s->ctx) : "out of host memory");
+        wk_error("bench", "rank %d: cannot allocate 2 x %llu bytes: %s", s->rank,
+                 (unsigned long long)sizes[n - 1],
+                 dev == NULL && s->ops->error ? s->ops->error(s->ctx) : "out of host memory");
     int status = 1;
     if (wk_session_agree(s, ok ? 0 : -1) < 0)
         goto out;
@@ -430,8 +401,8 @@ static int run(struct wk_session *s, const struct bench_config *c)
     if (s->rank == 0) {
         print_summary(s, c, results, n, wrong_total);
         if (wrong_total > 0)
-            fprintf(stderr, "mpijob-worker bench: %llu wrong elements: the allreduce results are "
-                            "not the exact sums\n", wrong_total);
+            wk_error("bench", "%llu wrong elements: the allreduce results are not the exact sums",
+                     wrong_total);
     }
     status = wrong_total > 0 ? 1 : 0;
 out:

@@ -11,6 +11,7 @@
 #include <cjson/cJSON.h>
 
 #include "worker/commands.h"
+#include "worker/diag.h"
 #include "worker/rdma.h"
 #include "worker/rdma_suggest.h"
 
@@ -56,8 +57,7 @@ static int parse_flags(int argc, char **argv, struct probe_flags *f)
         switch (opt) {
         case REQUIRE:
             if (strcmp(optarg, "rdma") != 0) {
-                fprintf(stderr, "mpijob-worker probe: --require takes 'rdma', got '%s'\n\n", optarg);
-                usage(stderr);
+                wk_usage_error("probe", usage, "--require takes 'rdma', got '%s'", optarg);
                 return 2;
             }
             f->require_rdma = 1;
@@ -65,14 +65,12 @@ static int parse_flags(int argc, char **argv, struct probe_flags *f)
         case JSON: f->json = 1; break;
         case 'h': usage(stdout); return 1;
         default:
-            fprintf(stderr, "mpijob-worker probe: unknown or incomplete option '%s'\n\n", argv[optind - 1]);
-            usage(stderr);
+            wk_usage_error("probe", usage, "unknown or incomplete option '%s'", argv[optind - 1]);
             return 2;
         }
     }
     if (optind < argc) {
-        fprintf(stderr, "mpijob-worker probe: unexpected argument '%s'\n\n", argv[optind]);
-        usage(stderr);
+        wk_usage_error("probe", usage, "unexpected argument '%s'", argv[optind]);
         return 2;
     }
     return 0;
@@ -192,7 +190,7 @@ int wk_probe_main(int argc, char **argv)
     struct wk_rdma_suggestion s;
     int status = 1;
     if (devs == NULL) {
-        fprintf(stderr, "mpijob-worker probe: out of memory\n");
+        wk_error("probe", "out of memory");
         return 1;
     }
     int n = wk_rdma_list(devs, MAX_DEVICES, why, sizeof(why));
@@ -219,7 +217,7 @@ int wk_probe_main(int argc, char **argv)
         cJSON *obj = to_json(devs, n > 0 ? n : 0, &s, ok ? NULL : error);
         char *text = obj ? cJSON_PrintUnformatted(obj) : NULL;
         if (text == NULL) {
-            fprintf(stderr, "mpijob-worker probe: out of memory\n");
+            wk_error("probe", "out of memory");
             status = 1;
         } else {
             printf("%s\n", text);
@@ -231,9 +229,9 @@ int wk_probe_main(int argc, char **argv)
         print_suggestion(&s, hca_env, n_selected, selected);
     }
     if (n >= 0 && why[0] != '\0')
-        fprintf(stderr, "mpijob-worker probe: note: %s\n", why);
+        wk_info("probe", "note: %s", why);
     if (!ok)
-        fprintf(stderr, "mpijob-worker probe: %s\n", error);
+        wk_error("probe", "%s", error);
     fflush(stdout);
     free(devs);
     return status;

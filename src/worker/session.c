@@ -7,6 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "worker/diag.h"
+#include "worker/nccl_log.h"
 #include "worker/plugin.h"
 
 #define WHY_LEN 384
@@ -26,19 +28,30 @@ int wk_backend_parse(const char *s)
     return -1;
 }
 
+int wk_launcher_rank(void)
+{
+    static const char *const names[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        const char *v = getenv(names[i]);
+        if (v != NULL && v[0] != '\0')
+            return atoi(v);
+    }
+    return 0;
+}
+
 int wk_session_start(struct wk_session *s, int *argc, char ***argv)
 {
     memset(s, 0, sizeof(*s));
     int provided = 0;
     if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
-        fprintf(stderr, "mpijob-worker: MPI_Init_thread failed\n");
+        wk_error(NULL, "MPI_Init_thread failed");
         return -1;
     }
     s->mpi_started = 1;
     if (provided < MPI_THREAD_MULTIPLE) {
-        fprintf(stderr, "mpijob-worker: this MPI library does not provide MPI_THREAD_MULTIPLE "
-                        "(got level %d); the CPU backend's communication thread needs it\n",
-                provided);
+        wk_error(NULL, "this MPI library does not provide MPI_THREAD_MULTIPLE (got level %d); the "
+                       "CPU backend's communication thread needs it",
+                 provided);
         return -1;
     }
     world = MPI_COMM_WORLD;
@@ -105,15 +118,22 @@ static void nccl_log_setup(struct wk_session *s)
     setenv("NCCL_DEBUG_FILE", s->nccl_log, 1);
 }
 
-static int start_mpi(struct wk_session *s)
+/* What a backend's init is told of this process. */
+static struct wk_init init_args(const struct wk_session *s)
 {
-    char why[WHY_LEN] = "";
     struct wk_init in;
     memset(&in, 0, sizeof(in));
     in.rank = s->rank;
     in.size = s->size;
     in.local_rank = s->local_rank;
     in.mpi_comm = &world;
+    return in;
+}
+
+static int start_mpi(struct wk_session *s)
+{
+    char why[WHY_LEN] = "";
+    struct wk_init in = init_args(s);
     int rc = wk_backend_mpi.init(&in, &s->ctx, why, sizeof(why));
     int ok = rc == 0, all_ok = 0;
     MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, world);
@@ -121,7 +141,7 @@ static int start_mpi(struct wk_session *s)
         char reasons[1024];
         gather_reasons(s, rc == 0 ? "" : why, reasons, sizeof(reasons));
         if (s->rank == 0)
-            fprintf(stderr, "mpijob-worker: the mpi backend failed to start: %s\n", reasons);
+            wk_error(NULL, "the mpi backend failed to start: %s", reasons);
         return -1;
     }
     s->ops = &wk_backend_mpi;
@@ -145,8 +165,7 @@ int wk_session_backend(struct wk_session *s, enum wk_backend_choice choice)
         gather_reasons(s, ok ? "" : why, reasons, sizeof(reasons));
         if (choice == WK_BACKEND_NCCL) {
             if (s->rank == 0)
-                fprintf(stderr, "mpijob-worker: --backend nccl: the GPU backend cannot run: %s\n",
-                        reasons);
+                wk_error(NULL, "--backend nccl: the GPU backend cannot run: %s", reasons);
             return -1;
         }
         if (s->rank == 0)
@@ -155,12 +174,7 @@ int wk_session_backend(struct wk_session *s, enum wk_backend_choice choice)
     }
 
     /* Step 2: rank 0 makes the NCCL id; every rank joins. */
-    struct wk_init in;
-    memset(&in, 0, sizeof(in));
-    in.rank = s->rank;
-    in.size = s->size;
-    in.local_rank = s->local_rank;
-    in.mpi_comm = &world;
+    struct wk_init in = init_args(s);
     nccl_log_setup(s);
     int id_ok = 1;
     if (s->rank == 0 && gpu->unique_id(in.nccl_id, why, sizeof(why)) < 0)
@@ -168,7 +182,7 @@ int wk_session_backend(struct wk_session *s, enum wk_backend_choice choice)
     MPI_Bcast(&id_ok, 1, MPI_INT, 0, world);
     if (!id_ok) {
         if (s->rank == 0)
-            fprintf(stderr, "mpijob-worker: ncclGetUniqueId failed: %s\n", why);
+            wk_error(NULL, "ncclGetUniqueId failed: %s", why);
         return -1;
     }
     MPI_Bcast(in.nccl_id, WK_NCCL_ID_BYTES, MPI_UNSIGNED_CHAR, 0, world);
@@ -183,7 +197,7 @@ int wk_session_backend(struct wk_session *s, enum wk_backend_choice choice)
             char reasons[1024];
             gather_reasons(s, ok ? "" : why, reasons, sizeof(reasons));
             if (s->rank == 0)
-                fprintf(stderr, "mpijob-worker: the nccl backend failed to start: %s\n", reasons);
+                wk_error(NULL, "the nccl backend failed to start: %s", reasons);
             if (s->ctx != NULL) {
                 gpu->fini(s->ctx);
                 s->ctx = NULL;
@@ -193,6 +207,15 @@ int wk_session_backend(struct wk_session *s, enum wk_backend_choice choice)
     }
     s->ops = gpu;
     return 0;
+}
+
+const char *wk_session_transport(const struct wk_session *s, char *out, size_t out_len)
+{
+    if (strcmp(s->ops->name, "mpi") == 0) {
+        snprintf(out, out_len, "mpi");
+        return out;
+    }
+    return wk_nccl_transport_from_file(s->nccl_log, out, out_len);
 }
 
 int wk_session_agree(struct wk_session *s, int status)
@@ -221,8 +244,7 @@ void wk_session_end(struct wk_session *s)
 
 void wk_session_abort(struct wk_session *s, int code, const char *msg)
 {
-    fprintf(stderr, "mpijob-worker: rank %d: %s\n", s->rank, msg);
-    fflush(stderr);
+    wk_error(NULL, "rank %d: %s", s->rank, msg);
     MPI_Abort(world == MPI_COMM_NULL ? MPI_COMM_WORLD : world, code);
     exit(code);
 }

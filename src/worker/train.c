@@ -14,13 +14,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "util/clock.h"
 #include "worker/backend.h"
 #include "worker/commands.h"
 #include "worker/data.h"
+#include "worker/diag.h"
 #include "worker/model.h"
-#include "worker/nccl_log.h"
 #include "worker/rdma.h"
 #include "worker/session.h"
 #include "worker/train_args.h"
@@ -47,26 +47,6 @@ struct interval {
     long long steps;
     double exposed_ms;
 };
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
-
-/* The rank the launcher gave this process, read before MPI starts so that a bad command line is
- * reported once, not once per rank. 0 when not started by a known launcher. */
-static int launcher_rank(void)
-{
-    const char *names[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-        const char *v = getenv(names[i]);
-        if (v != NULL && v[0] != '\0')
-            return atoi(v);
-    }
-    return 0;
-}
 
 static void emit(cJSON *obj)
 {
@@ -103,25 +83,25 @@ static double global_loss(struct run *r)
 /* Hashes the weights and compares across ranks: 1 when identical on every rank. */
 static int weights_identical(struct run *r, long long step)
 {
-    double t0 = now_ms();
+    double t0 = clock_now_ms_precise();
     if (r->ops->download(r->ctx, r->host_params, r->model.params, r->layout.parameters) < 0)
         fail_op(r, "weights download");
     uint64_t h = wk_weights_hash(r->host_params, r->layout.parameters), lo = 0, hi = 0;
     MPI_Allreduce(&h, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
     MPI_Allreduce(&h, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
-    r->check_ms += now_ms() - t0;
+    r->check_ms += clock_now_ms_precise() - t0;
     if (lo == hi)
         return 1;
     if (r->session.rank == 0 && step < 0)
-        fprintf(stderr,
-                "mpijob-worker train: the initial weights differ across ranks (hashes from "
-                "%016llx to %016llx): every rank must be started with the same flags\n",
-                (unsigned long long)lo, (unsigned long long)hi);
+        wk_error("train",
+                 "the initial weights differ across ranks (hashes from %016llx to %016llx): every "
+                 "rank must be started with the same flags",
+                 (unsigned long long)lo, (unsigned long long)hi);
     else if (r->session.rank == 0)
-        fprintf(stderr,
-                "mpijob-worker train: the weights differ across ranks after step %lld (hashes "
-                "from %016llx to %016llx): the ranks no longer train the same model\n",
-                step, (unsigned long long)lo, (unsigned long long)hi);
+        wk_error("train",
+                 "the weights differ across ranks after step %lld (hashes from %016llx to "
+                 "%016llx): the ranks no longer train the same model",
+                 step, (unsigned long long)lo, (unsigned long long)hi);
     return 0;
 }
 
@@ -138,14 +118,21 @@ static cJSON *bucket_list(const struct wk_layout *l)
     return list;
 }
 
-static void emit_start(const struct run *r)
+/* The start and summary lines begin alike: the event and what ran it. */
+static cJSON *run_line(const struct run *r, const char *event)
 {
-    const struct wk_train_args *a = &r->args;
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "event", "start");
+    cJSON_AddStringToObject(o, "event", event);
     cJSON_AddNumberToObject(o, "ranks", r->session.size);
     cJSON_AddStringToObject(o, "backend", r->ops->name);
     cJSON_AddStringToObject(o, "device", r->ops->device(r->ctx));
+    return o;
+}
+
+static void emit_start(const struct run *r)
+{
+    const struct wk_train_args *a = &r->args;
+    cJSON *o = run_line(r, "start");
     if (r->session.fallback[0] != '\0')
         cJSON_AddStringToObject(o, "fallback", r->session.fallback);
     cJSON *m = cJSON_AddObjectToObject(o, "model");
@@ -168,7 +155,7 @@ static void emit_start(const struct run *r)
 
 static void emit_step(const struct run *r, long long step, double loss, const struct interval *iv)
 {
-    double wall = now_ms() - iv->start_ms - (r->check_ms - iv->check_ms_at_start);
+    double wall = clock_now_ms_precise() - iv->start_ms - (r->check_ms - iv->check_ms_at_start);
     double per_step = iv->steps > 0 ? wall / (double)iv->steps : 0.0;
     double exposed = iv->steps > 0 ? iv->exposed_ms / (double)iv->steps : 0.0;
     cJSON *o = cJSON_CreateObject();
@@ -185,7 +172,7 @@ static void emit_step(const struct run *r, long long step, double loss, const st
 
 static void interval_reset(struct interval *iv, const struct run *r)
 {
-    iv->start_ms = now_ms();
+    iv->start_ms = clock_now_ms_precise();
     iv->check_ms_at_start = r->check_ms;
     iv->steps = 0;
     iv->exposed_ms = 0.0;
@@ -288,7 +275,7 @@ static int train(struct run *r)
         const int last = s == a->steps - 1;
         const int log = s == 0 || last || (a->log_every > 0 && s % a->log_every == 0);
         if (s == 1) { /* step 0 warms up: the totals start after it */
-            timed_start = now_ms();
+            timed_start = clock_now_ms_precise();
             timed_check_ms = r->check_ms;
         }
         uint64_t slot = wk_shard_slot(&r->shard, (uint64_t)s);
@@ -325,23 +312,16 @@ static int train(struct run *r)
     }
     if (r->ops->sync(r->ctx) < 0)
         fail_op(r, "sync");
-    double wall = now_ms() - timed_start - (r->check_ms - timed_check_ms);
+    double wall = clock_now_ms_precise() - timed_start - (r->check_ms - timed_check_ms);
     int identical = weights_identical(r, a->steps - 1);
     int falling = loss_last < loss_first;
 
     if (rank0) {
         char transport[64];
-        if (strcmp(r->ops->name, "mpi") == 0)
-            snprintf(transport, sizeof(transport), "mpi");
-        else
-            wk_nccl_transport_from_file(r->session.nccl_log, transport, sizeof(transport));
+        wk_session_transport(&r->session, transport, sizeof(transport));
         double step_ms = timed_steps > 0 ? wall / (double)timed_steps : 0.0;
         double exposed_ms = timed_steps > 0 ? exposed_total / (double)timed_steps : 0.0;
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "event", "summary");
-        cJSON_AddNumberToObject(o, "ranks", r->session.size);
-        cJSON_AddStringToObject(o, "backend", r->ops->name);
-        cJSON_AddStringToObject(o, "device", r->ops->device(r->ctx));
+        cJSON *o = run_line(r, "summary");
         cJSON_AddStringToObject(o, "transport", transport);
         cJSON_AddNumberToObject(o, "loss_first", loss_first);
         cJSON_AddNumberToObject(o, "loss_last", loss_last);
@@ -360,10 +340,10 @@ static int train(struct run *r)
         cJSON_AddBoolToObject(o, "overlap", a->overlap);
         emit(o);
         if (identical && !falling)
-            fprintf(stderr,
-                    "mpijob-worker train: the loss did not fall: %.6g at the first step, %.6g "
-                    "at the last (try a smaller --lr or more --steps)\n",
-                    loss_first, loss_last);
+            wk_error("train",
+                     "the loss did not fall: %.6g at the first step, %.6g at the last (try a "
+                     "smaller --lr or more --steps)",
+                     loss_first, loss_last);
     }
     return identical && falling ? 0 : 1;
 }
@@ -373,7 +353,7 @@ int wk_train_main(int argc, char **argv)
     struct run r;
     char msg[MSG_LEN];
     memset(&r, 0, sizeof(r));
-    const int print = launcher_rank() == 0;
+    const int print = wk_launcher_rank() == 0;
 
     int rc = wk_train_args_parse(&r.args, argc, argv, msg, sizeof(msg));
     if (rc == 1) {
@@ -384,10 +364,8 @@ int wk_train_main(int argc, char **argv)
     if (rc == 0)
         rc = wk_train_args_check_size(&r.args, 0, NULL, msg, sizeof(msg));
     if (rc < 0) {
-        if (print) {
-            fprintf(stderr, "mpijob-worker train: %s\n\n", msg);
-            wk_train_usage(stderr);
-        }
+        if (print)
+            wk_usage_error("train", wk_train_usage, "%s", msg);
         return 2;
     }
 
@@ -400,7 +378,7 @@ int wk_train_main(int argc, char **argv)
     /* Every rank computes the same answer here, so all of them stop together. */
     if (wk_train_args_check_size(&r.args, r.session.size, NULL, msg, sizeof(msg)) < 0) {
         if (rank0)
-            fprintf(stderr, "mpijob-worker train: %s\n(see mpijob-worker train --help)\n", msg);
+            wk_error("train", "%s\n(see mpijob-worker train --help)", msg);
         status = 2;
         goto out;
     }
@@ -411,7 +389,7 @@ int wk_train_main(int argc, char **argv)
         MPI_Allreduce(&first_bad, &reporter, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
         if (reporter < r.session.size) {
             if (r.session.rank == reporter)
-                fprintf(stderr, "mpijob-worker train: rank %d: %s\n", reporter, msg);
+                wk_error("train", "rank %d: %s", reporter, msg);
             goto out;
         }
     }
@@ -423,7 +401,7 @@ int wk_train_main(int argc, char **argv)
 
     rc = setup(&r, msg, sizeof(msg));
     if (rc < 0)
-        fprintf(stderr, "mpijob-worker train: rank %d: %s\n", r.session.rank, msg);
+        wk_error("train", "rank %d: %s", r.session.rank, msg);
     if (wk_session_agree(&r.session, rc) < 0)
         goto out;
     status = train(&r);

@@ -21,8 +21,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "util/clock.h"
 #include "worker/backend.h"
 #include "worker/model.h"
 
@@ -154,13 +154,6 @@ bad:
     return -EINVAL;
 }
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
-
 static int compare_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -216,9 +209,9 @@ static int timed_op(struct bench *b, const struct wk_layout *l, float *grads, in
     if (rc < 0)
         return rc;
     MPI_Barrier(b->world);
-    double start = now_ms();
+    double start = clock_now_ms_precise();
     rc = bucketed ? run_bucketed(b, l, grads) : run_plain(b, grads, n);
-    *ms = now_ms() - start;
+    *ms = clock_now_ms_precise() - start;
     if (rc < 0)
         return rc;
     b->wrong += count_wrong(grads, n, (float)b->size);

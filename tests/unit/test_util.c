@@ -99,6 +99,36 @@ Test(json, paths_and_defaults)
     cJSON_Delete(o);
 }
 
+Test(json, building_objects_and_env_lists)
+{
+    cJSON *o = cJSON_Parse("{\"a\":1,\"b\":null,\"c\":\"x\",\"d\":[]}");
+    cJSON *child = NULL;
+    cr_assert_eq(json_put_string(o, "a", "one"), 0); /* replaced where it stood */
+    cr_assert_eq(json_put_bool(o, "e", true), 0);
+    cr_assert_eq(json_put_number(o, "f", 2), 0);
+    cr_assert_eq(json_put(o, "g", NULL), -ENOMEM);
+    cr_assert_eq(json_child(o, "b", true, &child), 0); /* null becomes the array */
+    cr_assert_eq(json_append_string(child, "s"), 0);
+    cr_assert_eq(json_child(o, "c", false, &child), -EINVAL);
+    bool empty = false;
+    cr_assert_eq(json_array_is_empty(o, "d", &empty), 0);
+    cr_assert(empty);
+    cr_assert_eq(json_array_is_empty(o, "b", &empty), 0);
+    cr_assert_not(empty);
+    cr_assert_eq(json_array_is_empty(o, "c", &empty), -EINVAL);
+    char *text = json_print(o);
+    cr_assert_str_eq(text, "{\"a\":\"one\",\"b\":[\"s\"],\"c\":\"x\",\"d\":[],\"e\":true,\"f\":2}");
+    free(text);
+    cJSON_Delete(o);
+
+    cJSON *env = cJSON_CreateArray();
+    cr_assert_eq(json_env_append(env, "A", "1"), 0);
+    cr_assert_eq(json_env_append(env, "A", "2"), 0);
+    cr_assert_str_eq(json_string(json_env_find(env, "A"), "value"), "2", "the last one counts");
+    cr_assert_null(json_env_find(env, "B"));
+    cJSON_Delete(env);
+}
+
 Test(clock, rfc3339_round_trip)
 {
     char s[21];
@@ -116,6 +146,24 @@ Test(clock, rfc3339_round_trip)
     cr_assert_eq(strlen(m), 27);
     cr_assert_eq(m[26], 'Z');
     cr_assert_eq(m[19], '.');
+    char ms[25];
+    clock_rfc3339_milli(ms);
+    cr_assert_eq(strlen(ms), 24);
+    cr_assert_eq(ms[23], 'Z');
+    cr_assert_eq(ms[19], '.');
+    cr_assert_eq(clock_parse_rfc3339(ms, &t), 0);
+}
+
+Test(clock, precise_ms_is_monotonic_and_agrees_with_ms)
+{
+    uint64_t before = clock_now_ms();
+    double a = clock_now_ms_precise();
+    clock_sleep_ms(2);
+    double b = clock_now_ms_precise();
+    uint64_t after = clock_now_ms();
+    cr_assert_geq(b - a, 2.0, "%f", b - a);
+    cr_assert_geq(a, (double)before);
+    cr_assert_lt(b, (double)after + 1.0);
 }
 
 Test(clock, jitter_stays_in_range)
@@ -146,6 +194,9 @@ static void write_two(void)
     log_info("watch restarted", "resource=%s rv=%d", "pods", 42);
     log_set_format(LOG_JSON);
     log_warn("quoted \"msg\"", "error=\"connection refused\" n=1");
+    log_set_format(LOG_PLAIN);
+    log_error("mpijob-worker: rank 1: 100% done", "%s", "");
+    log_info("plain", "k=%d", 7);
     log_set_format(LOG_TEXT);
     log_debug("hidden", "x=%d", 1);
 }
@@ -156,5 +207,6 @@ Test(log, text_and_json_records)
     cr_assert_not_null(strstr(out, " INFO watch restarted resource=pods rv=42\n"), "%s", out);
     cr_assert_not_null(strstr(out, "\"level\":\"warn\",\"msg\":\"quoted \\\"msg\\\"\","
                                    "\"error\":\"connection refused\",\"n\":\"1\"}\n"), "%s", out);
+    cr_assert_not_null(strstr(out, "}\nmpijob-worker: rank 1: 100% done\nplain k=7\n"), "%s", out);
     cr_assert_null(strstr(out, "hidden"));
 }
