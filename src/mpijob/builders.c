@@ -17,6 +17,7 @@
 
 #include <openssl/evp.h>
 
+#include "kube/errors.h"
 #include "mpijob/hostfile.h"
 #include "util/json.h"
 #include "util/path.h"
@@ -550,10 +551,11 @@ static int default_to_sshd(struct pod *p)
     return json_put(p->container, "command", command);
 }
 
-cJSON *build_worker_pod(const struct mpijob *job, const struct mpijob_options *o, int index,
-                        struct transport_report *report)
+int build_worker_pod(const struct mpijob *job, const struct mpijob_options *o, int index,
+                     struct transport_report *report, cJSON **out)
 {
     struct pod p = {0};
+    *out = NULL;
     cJSON *pod = NULL;
     char *name = mpijob_worker_name(job, index);
     int rc = name ? pod_open(job->worker.template, &p) : -ENOMEM;
@@ -591,9 +593,10 @@ cJSON *build_worker_pod(const struct mpijob *job, const struct mpijob_options *o
     cJSON_Delete(p.tmpl);
     if (rc < 0) {
         cJSON_Delete(pod);
-        return NULL;
+        return rc == -EINVAL ? MPIJOB_EINVALID : KUBE_ENOMEM;
     }
-    return pod;
+    *out = pod;
+    return 0;
 }
 
 /* ---- launcher Job -------------------------------------------------------------------------- */
@@ -646,8 +649,8 @@ static int add_mpi_env(const struct mpijob *job, struct pod *p)
     return rc;
 }
 
-static cJSON *launcher_pod_template(const struct mpijob *job, const struct mpijob_options *o,
-                                    struct transport_report *report)
+static int launcher_pod_template(const struct mpijob *job, const struct mpijob_options *o,
+                                 struct transport_report *report, cJSON **out)
 {
     struct pod p = {0};
     char *name = mpijob_launcher_name(job);
@@ -681,21 +684,23 @@ static cJSON *launcher_pod_template(const struct mpijob *job, const struct mpijo
     free(name);
     if (rc < 0) {
         cJSON_Delete(p.tmpl);
-        return NULL;
+        return rc;
     }
     /* Only metadata and spec belong in a Job's pod template. */
     cJSON *tmpl = cJSON_CreateObject();
     if (!tmpl || pod_move_into(&p, tmpl) < 0) {
         cJSON_Delete(p.tmpl);
         cJSON_Delete(tmpl);
-        return NULL;
+        return -ENOMEM;
     }
-    return tmpl;
+    *out = tmpl;
+    return 0;
 }
 
-cJSON *build_launcher_job(const struct mpijob *job, const struct mpijob_options *o,
-                          struct transport_report *report)
+int build_launcher_job(const struct mpijob *job, const struct mpijob_options *o,
+                       struct transport_report *report, cJSON **out)
 {
+    *out = NULL;
     char *name = mpijob_launcher_name(job);
     cJSON *obj = name ? new_object(job, o, "batch/v1", "Job", name, ROLE_NAME_LAUNCHER) : NULL;
     cJSON *spec = NULL;
@@ -709,12 +714,16 @@ cJSON *build_launcher_job(const struct mpijob *job, const struct mpijob_options 
         rc = json_put_string(spec, "podReplacementPolicy", "Failed");
     if (rc == 0)
         rc = json_put_bool(spec, "suspend", job->run_policy.suspend);
+    cJSON *tmpl = NULL;
     if (rc == 0)
-        rc = json_put(spec, "template", launcher_pod_template(job, o, report));
+        rc = launcher_pod_template(job, o, report, &tmpl);
+    if (rc == 0)
+        rc = json_put(spec, "template", tmpl);
     free(name);
     if (rc < 0) {
         cJSON_Delete(obj);
-        return NULL;
+        return rc == -EINVAL ? MPIJOB_EINVALID : KUBE_ENOMEM;
     }
-    return obj;
+    *out = obj;
+    return 0;
 }

@@ -78,14 +78,16 @@ cJSON *build_configmap(const struct mpijob *job, const struct mpijob_options *o,
 cJSON *build_secret(const struct mpijob *job, const struct mpijob_options *o,
                     const struct ssh_keypair *keys);
 
-/* Worker Pod J-worker-<index> from the Worker template. report (may be NULL) collects the
- * transport's conflicts; see transport.h. NULL also when the job has no Worker template. */
-cJSON *build_worker_pod(const struct mpijob *job, const struct mpijob_options *o, int index,
-                        struct transport_report *report);
+/* Worker Pod J-worker-<index> from the Worker template, in *out. report (may be NULL) collects
+ * the transport's conflicts; see transport.h. 0; MPIJOB_EINVALID when the template cannot be
+ * made into a pod (no Worker template, a field of a type the operator cannot edit: env that is
+ * not a list, say), which no retry will change; KUBE_ENOMEM. */
+int build_worker_pod(const struct mpijob *job, const struct mpijob_options *o, int index,
+                     struct transport_report *report, cJSON **out);
 
-/* batch/v1 Job J-launcher from the Launcher template; report as for workers. */
-cJSON *build_launcher_job(const struct mpijob *job, const struct mpijob_options *o,
-                          struct transport_report *report);
+/* batch/v1 Job J-launcher from the Launcher template, in *out; report and codes as for workers. */
+int build_launcher_job(const struct mpijob *job, const struct mpijob_options *o,
+                       struct transport_report *report, cJSON **out);
 
 /* PodGroup J for the gang scheduler of o, or NULL when there is none (and on ENOMEM: call
  * podgroup_resource first to tell the two apart). */

@@ -70,8 +70,7 @@ struct ranked_pod {
     long index; /* -1: not named J-worker-<index> */
 };
 
-/* The index in "J-worker-<digits>", or -1. */
-static long worker_index(const char *job_name, const char *pod_name)
+long hostfile_worker_index(const char *job_name, const char *pod_name)
 {
     static const char infix[] = "-worker-";
     size_t jl = strlen(job_name);
@@ -104,7 +103,7 @@ char *hostfile_discover_hosts(const struct mpijob *job, const char *cluster_doma
         return NULL;
     for (size_t i = 0; i < n; i++) {
         pods[i].name = running_workers[i];
-        pods[i].index = worker_index(job->name, running_workers[i]);
+        pods[i].index = hostfile_worker_index(job->name, running_workers[i]);
     }
     qsort(pods, n, sizeof(*pods), compare_ranked);
 

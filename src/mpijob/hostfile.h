@@ -26,4 +26,8 @@ char *hostfile_render(const struct mpijob *job, const char *cluster_domain);
 char *hostfile_discover_hosts(const struct mpijob *job, const char *cluster_domain,
                               const char *const *running_workers, size_t n);
 
+/* The index in a worker pod's name "J-worker-<digits>" (at most 9 digits), or -1 when pod_name is
+ * not one of job J's workers. */
+long hostfile_worker_index(const char *job_name, const char *pod_name);
+
 #endif

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "kube/errors.h"
+#include "mpijob/hostfile.h"
 #include "mpijob/sshkeys.h"
 #include "mpijob/status.h"
 #include "util/clock.h"
@@ -667,16 +668,31 @@ static void want_podgroup(struct planner *pl)
     cJSON_Delete(desired);
 }
 
-/* The index of a worker pod named "<job>-worker-<index>", or -1. */
-static int worker_index(const struct mpijob *job, const char *name)
+/* A template the builders cannot make into a pod (a field of a type they cannot edit; the CRD
+ * schema refuses those, a server without it may not) fails the job as an invalid spec would:
+ * no retry can change it. */
+static void unusable_template(struct planner *pl, const char *role)
 {
-    size_t n = strlen(job->name);
-    if (strncmp(name, job->name, n) != 0 || strncmp(name + n, "-worker-", 8) != 0)
-        return -1;
-    const char *digits = name + n + 8;
-    char *end;
-    long index = strtol(digits, &end, 10);
-    return *digits >= '0' && *digits <= '9' && !*end && index <= 1000000 ? (int)index : -1;
+    char msg[600];
+    snprintf(msg, sizeof(msg),
+             "MPIJob %s/%s has failed: spec.mpiReplicaSpecs.%s.template cannot be made into a pod: a field "
+             "has a type the operator cannot edit",
+             pl->job->namespace, pl->job->name, role);
+    if (mpijob_status_set_condition(pl->status, MPIJOB_COND_FAILED, true, "InvalidSpec", msg, pl->now) > 0)
+        announce(pl, "Warning", "InvalidSpec", msg);
+    if (!cJSON_GetObjectItemCaseSensitive(pl->status, "completionTime"))
+        json_set_string(pl->status, "completionTime", pl->now);
+    pl->blocked = true;
+}
+
+/* The built object in *out, or a reason to stop: out of memory, or an unusable template. */
+static bool built(struct planner *pl, int rc, const char *role)
+{
+    if (rc == MPIJOB_EINVALID)
+        unusable_template(pl, role);
+    else if (rc < 0)
+        pl->nomem = true;
+    return rc == 0;
 }
 
 /* Workers: while suspended every worker goes. Otherwise those at indexes >= replicas go (the
@@ -687,7 +703,7 @@ static void want_workers(struct planner *pl)
     bool suspended = job->run_policy.suspend;
     for (size_t i = 0; i < pl->in->n_owned_pods; i++) {
         const struct kube_object *o = pl->in->owned_pods[i];
-        int index = worker_index(job, o->name);
+        long index = hostfile_worker_index(job->name, o->name);
         if (!o->deleting && (suspended || index >= job->worker.replicas))
             delete(pl, &pl->wanted, &KUBE_PODS, o);
     }
@@ -696,7 +712,9 @@ static void want_workers(struct planner *pl)
         char *name = mpijob_worker_name(job, i);
         if (name && presence(pl, &KUBE_PODS, w, name) == ABSENT) {
             struct transport_report report = {0};
-            create(pl, &KUBE_PODS, name, build_worker_pod(job, pl->in->options, i, &report));
+            cJSON *pod = NULL;
+            if (built(pl, build_worker_pod(job, pl->in->options, i, &report, &pod), "Worker"))
+                create(pl, &KUBE_PODS, name, pod);
             transport_report_free(&report);
         }
         pl->nomem = pl->nomem || !name;
@@ -756,10 +774,14 @@ static int merge_template_maps(cJSON *want, const cJSON *have)
 static char *scheduling_directives_patch(struct planner *pl, const cJSON *lj)
 {
     struct transport_report report = {0};
-    cJSON *want_job = build_launcher_job(pl->job, pl->in->options, &report);
+    cJSON *want_job = NULL;
+    bool ok = built(pl, build_launcher_job(pl->job, pl->in->options, &report, &want_job), "Launcher");
     transport_report_free(&report);
+    if (!ok)
+        return NULL;
     const cJSON *have = json_path(lj, "spec.template");
-    cJSON *want = want_job ? cJSON_DetachItemViaPointer(want_job, json_path(want_job, "spec.template")) : NULL;
+    cJSON *want = cJSON_DetachItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(want_job, "spec"),
+                                                          "template");
     cJSON_Delete(want_job);
     cJSON *ops = cJSON_CreateArray();
     int rc = want && ops ? merge_template_maps(want, have) : KUBE_ENOMEM;
@@ -795,7 +817,8 @@ static void mirror_suspend(struct planner *pl, bool may_start)
         char *directives = scheduling_directives_patch(pl, lj);
         if (directives)
             patch(pl, &KUBE_JOBS, launcher->name, KUBE_PATCH_JSON, NULL, directives);
-        patch(pl, &KUBE_JOBS, launcher->name, KUBE_PATCH_MERGE, NULL, strdup("{\"spec\":{\"suspend\":false}}"));
+        if (!pl->blocked)
+            patch(pl, &KUBE_JOBS, launcher->name, KUBE_PATCH_MERGE, NULL, strdup("{\"spec\":{\"suspend\":false}}"));
     }
     cJSON_Delete(lj);
 }
@@ -812,7 +835,12 @@ static void want_launcher(struct planner *pl)
         mirror_suspend(pl, may_start);
     } else if (p == ABSENT && may_start) {
         struct transport_report report = {0};
-        cJSON *lj = build_launcher_job(job, pl->in->options, &report);
+        cJSON *lj = NULL;
+        if (!built(pl, build_launcher_job(job, pl->in->options, &report, &lj), "Launcher")) {
+            transport_report_free(&report);
+            free(name);
+            return;
+        }
         for (size_t i = 0; i < report.n_conflicts; i++)
             event(pl, &pl->wanted, "Warning", "TransportConflict", report.conflicts[i]);
         char *unforwarded = transport_unforwarded_message(&report);

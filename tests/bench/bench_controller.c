@@ -142,8 +142,8 @@ static double plain_create(struct kube_client *c, const char *ns, const char *na
     p.res[k] = &KUBE_CONFIGMAPS, p.objs[k++] = build_configmap(job, &o, NULL, 0);
     p.res[k] = &KUBE_SECRETS, p.objs[k++] = build_secret(job, &o, &keys);
     for (int i = 0; i < workers; i++)
-        p.res[k] = &KUBE_PODS, p.objs[k++] = build_worker_pod(job, &o, i, NULL);
-    p.res[k] = &KUBE_JOBS, p.objs[k++] = build_launcher_job(job, &o, NULL);
+        p.res[k] = &KUBE_PODS, build_worker_pod(job, &o, i, NULL, &p.objs[k++]);
+    p.res[k] = &KUBE_JOBS, build_launcher_job(job, &o, NULL, &p.objs[k++]);
     for (int i = 0; i < n; i++)
         json_set_string(cJSON_GetObjectItem(p.objs[i], "metadata"), "namespace", ns);
     pthread_t t[2];

@@ -16,6 +16,24 @@
 #define CASE_DIR "tests/unit/data/builders"
 #define MAX_CASE_BYTES (4 << 20)
 
+/* The template builders give their object through an out parameter; NULL on any failure. */
+static cJSON *worker_pod(const struct mpijob *job, const struct mpijob_options *o, int index,
+                         struct transport_report *report)
+{
+    cJSON *out = NULL;
+    int rc = build_worker_pod(job, o, index, report, &out);
+    cr_assert((rc == 0) == (out != NULL));
+    return out;
+}
+
+static cJSON *launcher_job(const struct mpijob *job, const struct mpijob_options *o, struct transport_report *report)
+{
+    cJSON *out = NULL;
+    int rc = build_launcher_job(job, o, report, &out);
+    cr_assert((rc == 0) == (out != NULL));
+    return out;
+}
+
 /* ---- loading --------------------------------------------------------------------------- */
 
 static char *read_text(const char *path)
@@ -193,12 +211,12 @@ static void run_case(const char *name)
     struct transport_report report = {0};
     cJSON *workers = cJSON_CreateArray();
     for (int i = 0; i < r.job->worker.replicas; i++) {
-        cJSON *pod = build_worker_pod(r.job, &r.options, i, &report);
+        cJSON *pod = worker_pod(r.job, &r.options, i, &report);
         cr_assert_not_null(pod, "%s: worker %d not built", name, i);
         cJSON_AddItemToArray(workers, pod);
     }
     compare_if_expected(&r, "workers", workers);
-    cJSON *launcher = build_launcher_job(r.job, &r.options, &report);
+    cJSON *launcher = launcher_job(r.job, &r.options, &report);
     cr_assert_not_null(launcher, "%s: launcher not built", name);
     compare_if_expected(&r, "launcher", launcher);
 
@@ -343,12 +361,12 @@ Test(builders, deterministic)
 {
     struct mpijob *job = basic_job();
     struct mpijob_options o = {.cluster_domain = "cluster.local", .gang_scheduler = "volcano"};
-    cJSON *a = build_launcher_job(job, &o, NULL), *b = build_launcher_job(job, &o, NULL);
+    cJSON *a = launcher_job(job, &o, NULL), *b = launcher_job(job, &o, NULL);
     expect_json(a, b, "launcher twice");
     cJSON_Delete(a);
     cJSON_Delete(b);
-    a = build_worker_pod(job, &o, 1, NULL);
-    b = build_worker_pod(job, &o, 1, NULL);
+    a = worker_pod(job, &o, 1, NULL);
+    b = worker_pod(job, &o, 1, NULL);
     expect_json(a, b, "worker twice");
     cJSON_Delete(a);
     cJSON_Delete(b);
@@ -356,7 +374,8 @@ Test(builders, deterministic)
 }
 
 /* A template field of the wrong JSON type (the CRD schema would refuse it) yields no object
- * instead of a half-edited one; so does a job without a Worker spec. */
+ * instead of a half-edited one, and a code that says no retry will help (MPIJOB_EINVALID, not
+ * out of memory); so does a job without a Worker spec. */
 Test(builders, refuses_templates_it_cannot_edit)
 {
     struct mpijob *job = basic_job();
@@ -365,15 +384,19 @@ Test(builders, refuses_templates_it_cannot_edit)
                                          "containers"),
         0);
     cJSON_AddItemToObject(container, "env", cJSON_CreateString("not a list"));
-    cr_assert_null(build_worker_pod(job, NULL, 0, NULL));
+    cJSON *out = NULL;
+    cr_assert_eq(build_worker_pod(job, NULL, 0, NULL, &out), MPIJOB_EINVALID);
+    cr_assert_null(out);
 
     cJSON *lspec = cJSON_GetObjectItemCaseSensitive(job->launcher.template, "spec");
     cJSON_AddItemToObject(lspec, "volumes", cJSON_CreateNumber(3));
-    cr_assert_null(build_launcher_job(job, NULL, NULL));
+    cr_assert_eq(build_launcher_job(job, NULL, NULL, &out), MPIJOB_EINVALID);
+    cr_assert_null(out);
 
     cJSON_Delete(job->worker.template);
     job->worker.template = NULL;
-    cr_assert_null(build_worker_pod(job, NULL, 0, NULL));
+    cr_assert_eq(build_worker_pod(job, NULL, 0, NULL, &out), MPIJOB_EINVALID);
+    cr_assert_null(out);
     mpijob_free(job);
 }
 
@@ -403,8 +426,8 @@ static cJSON *build_one(enum built what, const struct mpijob *job, const struct 
     case BUILT_CONFIGMAP: return build_configmap(job, o, running, 1);
     case BUILT_SECRET: return build_secret(job, o, keys);
     case BUILT_PODGROUP: return build_podgroup(job, o);
-    case BUILT_WORKER: return build_worker_pod(job, o, 0, report);
-    case BUILT_LAUNCHER: return build_launcher_job(job, o, report);
+    case BUILT_WORKER: return worker_pod(job, o, 0, report);
+    case BUILT_LAUNCHER: return launcher_job(job, o, report);
     }
     return NULL;
 }

@@ -37,6 +37,7 @@ struct plan_case {
     int replicas;
     const char *run_policy;      /* extra members of spec.runPolicy, JSON, e.g. "\"suspend\":true" */
     const char *creation_policy; /* launcherCreationPolicy; NULL: AtStartup */
+    bool unusable_worker;        /* the parsed Worker template gets a field builders cannot edit */
     const char *status;          /* the cached status, JSON; NULL: none */
     bool settle;                 /* plan once, feed its status back, and check the second plan */
     unsigned have;               /* objects present */
@@ -167,7 +168,8 @@ static cJSON *make_secret(struct world *w, const struct plan_case *c)
 
 static cJSON *make_launcher(struct world *w, const struct plan_case *c)
 {
-    cJSON *lj = build_launcher_job(w->job, &w->options, NULL);
+    cJSON *lj = NULL;
+    cr_assert_eq(build_launcher_job(w->job, &w->options, NULL, &lj), 0);
     cJSON_DeleteItemFromObject(json_path(lj, "spec"), "suspend");
     cJSON_AddBoolToObject(json_path(lj, "spec"), "suspend", c->launcher_suspended);
     cJSON_AddItemToObject(lj, "status", cJSON_Parse(c->launcher_status ? c->launcher_status : "{}"));
@@ -192,6 +194,9 @@ static void world_init(struct world *w, const struct plan_case *c)
     struct mpijob_problems problems = {0};
     cr_assert_eq(mpijob_parse(w->tree, NULL, &w->job, &problems), 0, "case %s: job does not parse", c->name);
     mpijob_problems_free(&problems);
+    if (c->unusable_worker) /* the parser refuses this; a job changed behind its back need not be */
+        cJSON_AddItemToObject(json_path(w->job->worker.template, "spec.containers")->child, "env",
+                              cJSON_CreateString("not a list"));
     struct plan_input *in = &w->in;
     *in = (struct plan_input){.job = w->job, .status = json_path(w->tree, "status"), .generation = 3,
                               .options = &w->options, .now = NOW, .workers = w->workers,
@@ -442,6 +447,11 @@ static const struct plan_case cases[] = {
      .status = "{\"conditions\":[" CREATED ",{\"type\":\"ReplicaFailure\",\"status\":\"True\",\"reason\":\"FailedCreate\",\"message\":\"m\"," T0 "}]," STARTED ",\"state\":\"ReplicaFailure\"}",
      .expect = {"write status"},
      .conditions = "Created=True/MPIJobCreated"},
+    {.name = "a template the operator cannot edit fails the job instead of a retry for ever",
+     .replicas = 1, .status = STATUS_CREATED, .have = SERVICE | CONFIGMAP | SECRET,
+     .unusable_worker = true,
+     .expect = {"write status", "event Warning InvalidSpec"},
+     .conditions = "Created=True/MPIJobCreated Failed=True/InvalidSpec"},
     {.name = "gang scheduling: the PodGroup before the pods",
      .replicas = 1, .gang = "volcano", .status = STATUS_CREATED, .have = SERVICE | CONFIGMAP | SECRET,
      .expect = {"write status", "create PodGroup pi", "create Pod pi-worker-0", "create Job pi-launcher"}},
