@@ -194,35 +194,24 @@ void kube_client_set_observer(struct kube_client *c, kube_request_observer fn, v
 
 /* ---- paths and queries ------------------------------------------------------------------ */
 
+/* Appends s percent-encoded: curl_easy_escape keeps RFC 3986's unreserved characters
+ * (ALPHA, DIGIT, "-", ".", "_", "~") and encodes every other byte. */
 static int escape_into(struct buf *b, const char *s)
 {
-    static const char hex[] = "0123456789ABCDEF";
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        int plain = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-                    ch == '-' || ch == '.' || ch == '_' || ch == '~';
-        int rc;
-        if (plain) {
-            rc = buf_append(b, s, 1);
-        } else {
-            char enc[3] = {'%', hex[ch >> 4], hex[ch & 15]};
-            rc = buf_append(b, enc, 3);
-        }
-        if (rc < 0)
-            return rc;
-    }
-    return 0;
+    char *enc = curl_easy_escape(NULL, s, 0);
+    if (!enc)
+        return KUBE_ENOMEM;
+    int rc = buf_append_str(b, enc);
+    curl_free(enc);
+    return rc;
 }
 
 char *kube_escape(const char *s)
 {
-    struct buf b;
-    buf_init(&b, 0);
-    if (escape_into(&b, s ? s : "") < 0) {
-        buf_free(&b);
-        return NULL;
-    }
-    return buf_steal(&b);
+    char *enc = curl_easy_escape(NULL, s ? s : "", 0);
+    char *out = enc ? strdup(enc) : NULL;
+    curl_free(enc);
+    return out;
 }
 
 char *kube_path(const struct kube_resource *res, const char *ns, const char *name,
