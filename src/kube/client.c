@@ -27,6 +27,12 @@ const struct kube_resource KUBE_JOBS = {"batch", "v1", "jobs", "Job", true};
 #define DEFAULT_MAX_BODY (64u << 20)
 #define DEFAULT_MAX_WATCH_LINE (16u << 20)
 #define MAX_ERROR_BODY (1u << 20)
+/* A server's Retry-After is honoured up to this long (kube_client_options.retry_after_max_ms).
+ * kube-apiserver asks for 1 s (max-in-flight, priority and fairness); a longer wait comes from
+ * a proxy or a confused server, and a controller that sleeps on it holds a worker (and would
+ * ignore a stop) for as long: like client-go, which caps every retry wait, we retry after a
+ * minute at most and let the retry budget decide. */
+#define DEFAULT_RETRY_AFTER_MAX_MS 60000u
 
 struct kube_client {
     struct kube_config *cfg;
@@ -37,13 +43,18 @@ struct kube_client {
     kube_request_observer observer;
     void *observer_ctx;
     atomic_bool writes_fenced;
+    /* kube_client_shutdown: every request ends with KUBE_ECANCELED; waits are woken. */
+    atomic_bool shut_down;
+    pthread_mutex_t wait_lock;
+    pthread_cond_t wait_cond; /* on CLOCK_MONOTONIC */
     atomic_ullong requests, retries, throttled_ms, token_reloads;
 };
 
 struct kube_cancel {
     pthread_mutex_t lock;
-    bool fired;
-    CURLM *multi; /* the stream in progress, woken on fire */
+    atomic_bool fired;
+    CURLM *multi;                /* the stream in progress, woken on fire */
+    struct kube_client *waiter;  /* a client whose retry wait this token's request is in */
 };
 
 struct kube_cancel *kube_cancel_new(void)
@@ -57,19 +68,18 @@ struct kube_cancel *kube_cancel_new(void)
 void kube_cancel_fire(struct kube_cancel *k)
 {
     pthread_mutex_lock(&k->lock);
-    k->fired = true;
+    atomic_store(&k->fired, true);
     if (k->multi)
         curl_multi_wakeup(k->multi);
+    if (k->waiter) { /* lock order: a token's lock, then its waiter's wait_lock */
+        pthread_mutex_lock(&k->waiter->wait_lock);
+        pthread_cond_broadcast(&k->waiter->wait_cond);
+        pthread_mutex_unlock(&k->waiter->wait_lock);
+    }
     pthread_mutex_unlock(&k->lock);
 }
 
-bool kube_cancel_fired(struct kube_cancel *k)
-{
-    pthread_mutex_lock(&k->lock);
-    bool fired = k->fired;
-    pthread_mutex_unlock(&k->lock);
-    return fired;
-}
+bool kube_cancel_fired(struct kube_cancel *k) { return atomic_load(&k->fired); }
 
 void kube_cancel_free(struct kube_cancel *k)
 {
@@ -140,6 +150,14 @@ int kube_client_new(struct kube_config *cfg, const struct kube_client_options *o
         c->opts.timeout_ms = 30000;
     if (!c->opts.user_agent)
         c->opts.user_agent = "mpijob-operator";
+    if (!c->opts.retry_after_max_ms)
+        c->opts.retry_after_max_ms = DEFAULT_RETRY_AFTER_MAX_MS;
+    pthread_mutex_init(&c->wait_lock, NULL);
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&c->wait_cond, &attr);
+    pthread_condattr_destroy(&attr);
     c->limiter = ratelimit_new(c->opts.qps, c->opts.burst);
     c->share = curl_share_init();
     if (!c->limiter || !c->share) {
@@ -169,6 +187,8 @@ void kube_client_free(struct kube_client *c)
     }
     ratelimit_free(c->limiter);
     kube_config_free(c->cfg);
+    pthread_mutex_destroy(&c->wait_lock);
+    pthread_cond_destroy(&c->wait_cond);
     free(c);
 }
 
@@ -185,6 +205,48 @@ void kube_client_stats(struct kube_client *c, struct kube_client_stats *out)
 }
 
 void kube_client_fence_writes(struct kube_client *c, bool fenced) { atomic_store(&c->writes_fenced, fenced); }
+
+void kube_client_shutdown(struct kube_client *c)
+{
+    atomic_store(&c->shut_down, true);
+    pthread_mutex_lock(&c->wait_lock);
+    pthread_cond_broadcast(&c->wait_cond);
+    pthread_mutex_unlock(&c->wait_lock);
+}
+
+static bool canceled(struct kube_client *c, struct kube_cancel *cancel)
+{
+    return atomic_load(&c->shut_down) || (cancel && atomic_load(&cancel->fired));
+}
+
+/* A retry wait of ms, cut short by kube_client_shutdown or by the request's cancel token.
+ * False when it was cut short. */
+static bool wait_ms(struct kube_client *c, struct kube_cancel *cancel, uint64_t ms)
+{
+    if (cancel) {
+        pthread_mutex_lock(&cancel->lock);
+        cancel->waiter = c;
+        pthread_mutex_unlock(&cancel->lock);
+    }
+    uint64_t end = clock_now_ms() + ms;
+    pthread_mutex_lock(&c->wait_lock);
+    for (;;) {
+        uint64_t now = clock_now_ms();
+        if (canceled(c, cancel) || now >= end)
+            break;
+        struct timespec ts;
+        clock_deadline_monotonic(&ts, end - now);
+        pthread_cond_timedwait(&c->wait_cond, &c->wait_lock, &ts);
+    }
+    bool waited = !canceled(c, cancel);
+    pthread_mutex_unlock(&c->wait_lock);
+    if (cancel) {
+        pthread_mutex_lock(&cancel->lock);
+        cancel->waiter = NULL;
+        pthread_mutex_unlock(&cancel->lock);
+    }
+    return waited;
+}
 
 void kube_client_set_observer(struct kube_client *c, kube_request_observer fn, void *ctx)
 {
@@ -265,6 +327,7 @@ struct exchange {
     long stream_code; /* HTTP code seen before streaming begins */
     CURL *curl;
     struct kube_cancel *cancel;
+    struct kube_client *client;
     int too_big;
 };
 
@@ -309,19 +372,19 @@ static int on_progress(void *userdata, curl_off_t dltotal, curl_off_t dlnow, cur
                        curl_off_t ulnow)
 {
     struct exchange *ex = userdata;
-    return ex->cancel && kube_cancel_fired(ex->cancel) ? 1 : 0;
+    return canceled(ex->client, ex->cancel) ? 1 : 0;
 }
 
 /* Runs a transfer on its own multi handle, so that kube_cancel_fire can wake its poll and end
  * it at once instead of waiting for curl's next progress callback. */
-static CURLcode perform_cancellable(CURL *h, struct kube_cancel *cancel)
+static CURLcode perform_cancellable(struct kube_client *c, CURL *h, struct kube_cancel *cancel)
 {
     CURLM *m = curl_multi_init();
     if (!m)
         return CURLE_OUT_OF_MEMORY;
     curl_multi_add_handle(m, h);
     pthread_mutex_lock(&cancel->lock);
-    bool fired = cancel->fired;
+    bool fired = canceled(c, cancel);
     if (!fired)
         cancel->multi = m;
     pthread_mutex_unlock(&cancel->lock);
@@ -340,11 +403,12 @@ static CURLcode perform_cancellable(CURL *h, struct kube_cancel *cancel)
                     res = msg->data.result;
             break;
         }
-        if (kube_cancel_fired(cancel)) {
+        if (canceled(c, cancel)) {
             res = CURLE_ABORTED_BY_CALLBACK;
             break;
         }
-        curl_multi_poll(m, NULL, 0, 30000, NULL);
+        /* kube_cancel_fire wakes the poll; kube_client_shutdown is seen within a second. */
+        curl_multi_poll(m, NULL, 0, 1000, NULL);
     }
     pthread_mutex_lock(&cancel->lock);
     cancel->multi = NULL;
@@ -409,11 +473,9 @@ static int perform(struct kube_client *c, const char *method, const char *url,
     curl_easy_setopt(h, CURLOPT_WRITEDATA, ex);
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, ex);
-    if (ex->cancel) {
-        curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
-        curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
-        curl_easy_setopt(h, CURLOPT_XFERINFODATA, ex);
-    }
+    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(h, CURLOPT_XFERINFODATA, ex);
 
     struct kube_config *cfg = c->cfg;
     if (cfg->insecure_skip_tls_verify) {
@@ -439,7 +501,7 @@ static int perform(struct kube_client *c, const char *method, const char *url,
     }
 
     c->requests++;
-    CURLcode res = ex->cancel ? perform_cancellable(h, ex->cancel) : curl_easy_perform(h);
+    CURLcode res = ex->cancel ? perform_cancellable(c, h, ex->cancel) : curl_easy_perform(h);
     *http_code = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, http_code);
     if (res != CURLE_OK) {
@@ -500,6 +562,15 @@ static uint64_t backoff_ms(struct kube_client *c, int attempt)
     return d / 2 + clock_jitter(d / 2 + 1);
 }
 
+/* The wait before a retry: what the server asked for (capped), else exponential backoff. */
+static uint64_t retry_delay_ms(struct kube_client *c, int retry_after_s, int attempt)
+{
+    if (retry_after_s < 0)
+        return backoff_ms(c, attempt);
+    uint64_t d = (uint64_t)retry_after_s * 1000;
+    return d > c->opts.retry_after_max_ms ? c->opts.retry_after_max_ms : d;
+}
+
 static int retryable_code(long code) { return code == 500 || code == 502 || code == 503 || code == 504; }
 
 struct call {
@@ -539,13 +610,18 @@ static int execute(struct kube_client *c, const struct call *call, cJSON **out,
     int rc = 0;
     int reloaded = 0;
     for (int attempt = 0;; attempt++) {
+        if (canceled(c, call->cancel)) {
+            rc = KUBE_ECANCELED;
+            break;
+        }
         uint64_t waited = ratelimit_wait(c->limiter);
         c->throttled_ms += waited;
 
         struct exchange ex = {.retry_after_s = -1,
                               .stream_fn = call->stream_fn,
                               .stream_ctx = call->stream_ctx,
-                              .cancel = call->cancel};
+                              .cancel = call->cancel,
+                              .client = c};
         buf_init(&ex.body, call->stream_fn ? MAX_ERROR_BODY : c->opts.max_body);
         char errbuf[CURL_ERROR_SIZE] = "";
         long http_code = 0;
@@ -570,7 +646,10 @@ static int execute(struct kube_client *c, const struct call *call, cJSON **out,
             log_debug("retrying after transport error", "verb=%s path=%s error=\"%s\" delay_ms=%llu",
                       call->verb, call->path, errbuf, (unsigned long long)d);
             c->retries++;
-            clock_sleep_ms(d);
+            if (!wait_ms(c, call->cancel, d)) {
+                rc = KUBE_ECANCELED;
+                break;
+            }
             continue;
         }
         if (rc < 0) { /* too big, canceled, nomem */
@@ -601,21 +680,19 @@ static int execute(struct kube_client *c, const struct call *call, cJSON **out,
         }
         if (attempt >= c->opts.max_retries)
             break;
-        if (http_code == 429) {
-            uint64_t d = ex.retry_after_s >= 0 ? (uint64_t)ex.retry_after_s * 1000 : backoff_ms(c, attempt);
-            if (d > c->opts.backoff_max_ms && ex.retry_after_s < 0)
-                d = c->opts.backoff_max_ms;
-            log_debug("throttled by server", "path=%s retry_after_ms=%llu", call->path, (unsigned long long)d);
+        if (http_code == 429 || retryable_code(http_code)) {
+            uint64_t d = retry_delay_ms(c, ex.retry_after_s, attempt);
+            if (http_code == 429)
+                log_debug("throttled by server", "path=%s retry_after_ms=%llu", call->path,
+                          (unsigned long long)d);
+            else
+                log_debug("retrying after server error", "path=%s code=%ld delay_ms=%llu", call->path,
+                          http_code, (unsigned long long)d);
             c->retries++;
-            clock_sleep_ms(d);
-            continue;
-        }
-        if (retryable_code(http_code)) {
-            uint64_t d = ex.retry_after_s >= 0 ? (uint64_t)ex.retry_after_s * 1000 : backoff_ms(c, attempt);
-            log_debug("retrying after server error", "path=%s code=%ld delay_ms=%llu", call->path,
-                      http_code, (unsigned long long)d);
-            c->retries++;
-            clock_sleep_ms(d);
+            if (!wait_ms(c, call->cancel, d)) {
+                rc = KUBE_ECANCELED;
+                break;
+            }
             continue;
         }
         break;

@@ -378,6 +378,115 @@ Test(client, too_many_requests_honours_retry_after)
     kube_client_free(c);
 }
 
+/* A Retry-After longer than the client's cap is waited only up to the cap. */
+Test(client, retry_after_is_capped)
+{
+    REQUIRE_DOUBLE();
+    struct kube_client_options opts = {.retry_after_max_ms = 300};
+    struct kube_client *c = client_with(&opts);
+    cr_assert_eq(kube_client_options(c)->retry_after_max_ms, 300);
+    struct kube_client *d = client_with(NULL);
+    cr_assert_eq(kube_client_options(d)->retry_after_max_ms, 60000, "a minute by default");
+    kube_client_free(d);
+    cr_assert_eq(test_apiserver_fault(&srv, "{\"failNext\":{\"count\":1,\"code\":429,\"retryAfter\":3600}}"), 0);
+    uint64_t t0 = clock_now_ms();
+    cr_assert_eq(kube_get(c, &KUBE_PODS, "default", "absent", NULL, NULL), KUBE_ENOTFOUND);
+    uint64_t took = clock_now_ms() - t0;
+    cr_assert_geq(took, 280, "the capped wait was skipped (%llu ms)", (unsigned long long)took);
+    cr_assert_lt(took, 5000, "Retry-After: 3600 was not capped (%llu ms)", (unsigned long long)took);
+    cr_assert_eq(count_requests(0, "GET", "/pods/absent", 429), 1);
+    kube_client_free(c);
+}
+
+struct waiting_call {
+    struct kube_client *c;
+    struct kube_cancel *cancel; /* NULL: a GET; else a watch with this token */
+    int rc;
+    uint64_t done_ms;
+};
+
+static size_t ignore_bytes(void *ctx, const char *data, size_t len) { return len; }
+
+static void *waiting_call_run(void *arg)
+{
+    struct waiting_call *w = arg;
+    if (w->cancel)
+        w->rc = kube_request_stream(w->c, "/api/v1/namespaces/default/pods", "watch=1", ignore_bytes, NULL,
+                                    w->cancel, NULL);
+    else
+        w->rc = kube_get(w->c, &KUBE_PODS, "default", "absent", NULL, NULL);
+    w->done_ms = clock_now_ms();
+    return NULL;
+}
+
+/* Waits until the double has answered one 429 (the client is then in its Retry-After wait). */
+static void wait_for_429(int since)
+{
+    uint64_t t0 = clock_now_ms();
+    cJSON *log = NULL;
+    for (;;) {
+        int n = 0;
+        cJSON *e;
+        log = test_apiserver_log(&srv, since);
+        cJSON_ArrayForEach(e, log) n += json_int(e, "code", 0) == 429;
+        cJSON_Delete(log);
+        if (n > 0)
+            break;
+        cr_assert_lt(clock_now_ms() - t0, 10000, "no 429 answered");
+        clock_sleep_ms(20);
+    }
+    clock_sleep_ms(100);
+}
+
+static int last_seq(void)
+{
+    cJSON *log = test_apiserver_log(&srv, 0);
+    int n = cJSON_GetArraySize(log);
+    int seq = n > 0 ? (int)json_int(cJSON_GetArrayItem(log, n - 1), "seq", 0) : 0;
+    cJSON_Delete(log);
+    return seq;
+}
+
+/* A Retry-After wait (up to a minute) ends as soon as the client is shut down, or the stream's
+ * cancel token fires: a stopping process does not sit out the server's wait. */
+Test(client, shutdown_and_cancel_cut_a_retry_after_wait_short)
+{
+    REQUIRE_DOUBLE();
+    struct kube_client *c = client_with(NULL);
+    cr_assert_eq(test_apiserver_fault(&srv, "{\"failNext\":{\"count\":1,\"code\":429,\"retryAfter\":3000,"
+                                            "\"verb\":\"watch\"}}"), 0);
+    struct kube_cancel *cancel = kube_cancel_new();
+    struct waiting_call w = {.c = c, .cancel = cancel};
+    pthread_t t;
+    int since = last_seq() + 1;
+    pthread_create(&t, NULL, waiting_call_run, &w);
+    wait_for_429(since);
+    uint64_t fired = clock_now_ms();
+    kube_cancel_fire(cancel);
+    pthread_join(t, NULL);
+    cr_assert_eq(w.rc, KUBE_ECANCELED, "rc %d", w.rc);
+    cr_assert_lt(w.done_ms - fired, 1000, "the watch waited %llu ms after its cancel",
+                 (unsigned long long)(w.done_ms - fired));
+    kube_cancel_free(cancel);
+
+    cr_assert_eq(test_apiserver_fault(&srv, "{\"failNext\":{\"count\":1,\"code\":429,\"retryAfter\":3000}}"), 0);
+    w = (struct waiting_call){.c = c};
+    since = last_seq() + 1;
+    pthread_create(&t, NULL, waiting_call_run, &w);
+    wait_for_429(since);
+    uint64_t shut = clock_now_ms();
+    kube_client_shutdown(c);
+    pthread_join(t, NULL);
+    cr_assert_eq(w.rc, KUBE_ECANCELED, "rc %d", w.rc);
+    cr_assert_lt(w.done_ms - shut, 1000, "the GET waited %llu ms after the shutdown",
+                 (unsigned long long)(w.done_ms - shut));
+    /* Nothing leaves a client that was shut down. */
+    int before = last_seq();
+    cr_assert_eq(kube_get(c, &KUBE_PODS, "default", "absent", NULL, NULL), KUBE_ECANCELED);
+    cr_assert_eq(last_seq(), before, "a request was sent after the shutdown");
+    kube_client_free(c);
+}
+
 /* A kubeconfig like the double's, but with the token taken from a file. */
 static void write_kubeconfig_with_token_file(const char *path, const char *token_file, const char *ca_override,
                                              int insecure)
