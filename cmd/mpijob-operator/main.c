@@ -432,8 +432,8 @@ int main(int argc, char **argv)
         return 1;
     }
 
-    /* Leader election runs on a client of its own: when the lease is lost, the controller's
-     * client is fenced at once, and the elector must still be able to talk. */
+    /* Leader election runs on a client of its own: the controller's client is fenced outside
+     * the elector's terms, and the elector must still be able to talk. */
     struct leader_elector *elector = NULL;
     struct kube_client *election_client = NULL;
     char identity[HOST_NAME_MAX + 32];
@@ -454,6 +454,9 @@ int main(int argc, char **argv)
             .lease_duration_ms = (uint64_t)f.lease_duration_s * 1000,
             .renew_deadline_ms = (uint64_t)f.renew_deadline_s * 1000,
             .retry_period_ms = (uint64_t)f.retry_period_s * 1000,
+            /* The controller's writes stop when the term ends, before a standby can take
+             * over, even if stopped_leading has not run yet. */
+            .fenced_client = client,
             .on_started_leading = started_leading,
             .on_stopped_leading = stopped_leading,
             .ctx = &state,

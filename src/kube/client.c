@@ -43,6 +43,7 @@ struct kube_client {
     kube_request_observer observer;
     void *observer_ctx;
     atomic_bool writes_fenced;
+    atomic_uint_fast64_t write_deadline_ms; /* kube_client_set_write_deadline; 0: none */
     /* kube_client_shutdown: every request ends with KUBE_ECANCELED; waits are woken. */
     atomic_bool shut_down;
     pthread_mutex_t wait_lock;
@@ -205,6 +206,20 @@ void kube_client_stats(struct kube_client *c, struct kube_client_stats *out)
 }
 
 void kube_client_fence_writes(struct kube_client *c, bool fenced) { atomic_store(&c->writes_fenced, fenced); }
+
+void kube_client_set_write_deadline(struct kube_client *c, uint64_t until_ms)
+{
+    atomic_store(&c->write_deadline_ms, until_ms);
+}
+
+static _Thread_local uint64_t thread_deadline_ms;
+
+uint64_t kube_set_thread_deadline(uint64_t deadline_ms)
+{
+    uint64_t prev = thread_deadline_ms;
+    thread_deadline_ms = deadline_ms;
+    return prev;
+}
 
 void kube_client_shutdown(struct kube_client *c)
 {
@@ -587,6 +602,20 @@ struct call {
     int no_retry_after_stream; /* a stream that started is never retried here */
 };
 
+/* The nearest deadline for a request: the thread's and, for a write, the client's fence; 0 when
+ * there is none. *late_rc gets the code for a request that reaches it. */
+static uint64_t call_deadline(struct kube_client *c, bool write, int *late_rc)
+{
+    uint64_t d = thread_deadline_ms;
+    *late_rc = KUBE_ETIMEOUT;
+    uint64_t fence = write ? atomic_load(&c->write_deadline_ms) : 0;
+    if (fence && (!d || fence <= d)) {
+        d = fence;
+        *late_rc = KUBE_ENOTLEADER;
+    }
+    return d;
+}
+
 /* Runs a call with rate limiting and the retry policy. On a 2xx answer (non-streaming)
  * *out gets the parsed body. */
 static int execute(struct kube_client *c, const struct call *call, cJSON **out,
@@ -597,7 +626,8 @@ static int execute(struct kube_client *c, const struct call *call, cJSON **out,
     if (st) {
         kube_status_clear(st);
     }
-    if (strcmp(call->method, "GET") != 0 && atomic_load(&c->writes_fenced))
+    bool write = strcmp(call->method, "GET") != 0;
+    if (write && atomic_load(&c->writes_fenced))
         return KUBE_ECANCELED; /* fenced: no write leaves this client */
     struct buf url;
     buf_init(&url, 0);
@@ -616,6 +646,17 @@ static int execute(struct kube_client *c, const struct call *call, cJSON **out,
         }
         uint64_t waited = ratelimit_wait(c->limiter);
         c->throttled_ms += waited;
+        /* Checked before every attempt: a retry never goes out past a deadline or a fence. */
+        int late_rc;
+        uint64_t deadline = call_deadline(c, write, &late_rc);
+        uint64_t now = clock_now_ms();
+        if (deadline && now >= deadline) {
+            rc = late_rc;
+            break;
+        }
+        long timeout_ms = call->stream_fn ? 0 : c->opts.timeout_ms;
+        if (deadline && (timeout_ms <= 0 || deadline - now < (uint64_t)timeout_ms))
+            timeout_ms = (long)(deadline - now);
 
         struct exchange ex = {.retry_after_s = -1,
                               .stream_fn = call->stream_fn,
@@ -626,15 +667,19 @@ static int execute(struct kube_client *c, const struct call *call, cJSON **out,
         char errbuf[CURL_ERROR_SIZE] = "";
         long http_code = 0;
         uint64_t t0 = clock_now_ms();
-        rc = perform(c, call->method, url.data, call->content_type, call->body,
-                     call->stream_fn ? 0 : c->opts.timeout_ms, &ex, &http_code, errbuf);
+        rc = perform(c, call->method, url.data, call->content_type, call->body, timeout_ms, &ex,
+                     &http_code, errbuf);
         if (c->observer)
             c->observer(c->observer_ctx, call->verb, rc == 0 ? http_code : 0, clock_now_ms() - t0);
 
         if (rc == KUBE_ETRANSPORT) {
             buf_free(&ex.body);
             int streamed = call->stream_fn && ex.stream_code >= 200 && ex.stream_code < 300;
-            if (streamed || attempt >= c->opts.max_retries) {
+            uint64_t d = backoff_ms(c, attempt);
+            uint64_t end = clock_now_ms();
+            if (deadline && end >= deadline)
+                rc = late_rc; /* cut short by the deadline */
+            if (streamed || attempt >= c->opts.max_retries || (deadline && end + d >= deadline)) {
                 log_debug("request failed", "verb=%s path=%s error=\"%s\"", call->verb, call->path, errbuf);
                 if (st) {
                     free(st->message);
@@ -642,7 +687,6 @@ static int execute(struct kube_client *c, const struct call *call, cJSON **out,
                 }
                 break;
             }
-            uint64_t d = backoff_ms(c, attempt);
             log_debug("retrying after transport error", "verb=%s path=%s error=\"%s\" delay_ms=%llu",
                       call->verb, call->path, errbuf, (unsigned long long)d);
             c->retries++;
@@ -682,6 +726,8 @@ static int execute(struct kube_client *c, const struct call *call, cJSON **out,
             break;
         if (http_code == 429 || retryable_code(http_code)) {
             uint64_t d = retry_delay_ms(c, ex.retry_after_s, attempt);
+            if (deadline && clock_now_ms() + d >= deadline)
+                break; /* the retry would start past the deadline */
             if (http_code == 429)
                 log_debug("throttled by server", "path=%s retry_after_ms=%llu", call->path,
                           (unsigned long long)d);

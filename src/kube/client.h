@@ -85,6 +85,21 @@ void kube_client_set_observer(struct kube_client *c, kube_request_observer fn, v
  * after its k-th write) stops between two requests, never in the middle of one. */
 void kube_client_fence_writes(struct kube_client *c, bool fenced);
 
+/* A write fence driven by a lease (leader_election_config.fenced_client): from the monotonic
+ * time until_ms (clock_now_ms) on, every write of this client (POST, PUT, PATCH, DELETE) fails
+ * with KUBE_ENOTLEADER without being sent, and a write sent before has its timeout cut to end
+ * by then, so that none is in flight once another replica may hold the lease. GETs are never
+ * fenced. KUBE_WRITES_UNFENCED lifts the fence, KUBE_WRITES_FENCED fences at once. */
+#define KUBE_WRITES_UNFENCED 0u
+#define KUBE_WRITES_FENCED 1u
+void kube_client_set_write_deadline(struct kube_client *c, uint64_t until_ms);
+
+/* A deadline (clock_now_ms) for every request the calling thread makes, through any client,
+ * as a context deadline is in client-go: each attempt's timeout is cut to the time left, no
+ * attempt or retry starts at or past it, and a request it cuts short fails with
+ * KUBE_ETIMEOUT. 0 removes it. Returns the previous deadline, for the caller to restore. */
+uint64_t kube_set_thread_deadline(uint64_t deadline_ms);
+
 /* Ends this client's work for good, from any thread: every request to come, and every one
  * waiting to retry (a Retry-After, a backoff), ends at once with KUBE_ECANCELED; a transfer in
  * progress is aborted within a second. For a process that is stopping. */

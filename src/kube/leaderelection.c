@@ -176,7 +176,7 @@ static int replace_lease(struct leader_elector *le, cJSON *lease)
 }
 
 /* One attempt, as client-go's tryAcquireOrRenew. True when we hold the Lease afterwards. */
-static bool try_acquire_or_renew(struct leader_elector *le)
+static bool attempt_acquire_or_renew(struct leader_elector *le)
 {
     char now[28];
     clock_rfc3339_micro(now);
@@ -193,6 +193,8 @@ static bool try_acquire_or_renew(struct leader_elector *le)
                 return true;
             log_debug("lease renew on cached copy failed", "lease=%s/%s error=\"%s\"",
                       le->lease_namespace, le->lease_name, kube_strerror(rc));
+            if (rc == KUBE_ETIMEOUT)
+                return false; /* cut off at the deadline: no time left for a GET */
         } else {
             cJSON_Delete(lease);
         }
@@ -259,6 +261,23 @@ static bool try_acquire_or_renew(struct leader_elector *le)
     return true;
 }
 
+/* One attempt whose requests all end by deadline_ms (monotonic), as client-go runs
+ * tryAcquireOrRenew under a context with the renew deadline. */
+static bool try_acquire_or_renew(struct leader_elector *le, uint64_t deadline_ms)
+{
+    uint64_t prev = kube_set_thread_deadline(deadline_ms);
+    bool held = attempt_acquire_or_renew(le);
+    kube_set_thread_deadline(prev);
+    return held;
+}
+
+/* Moves the fenced client's write deadline (no-op without one). */
+static void fence_writes_at(struct leader_elector *le, uint64_t until_ms)
+{
+    if (le->cfg.fenced_client)
+        kube_client_set_write_deadline(le->cfg.fenced_client, until_ms);
+}
+
 /* client-go's release: an empty holder and a one-second term, so a standby need not wait. */
 static void release_lease(struct leader_elector *le)
 {
@@ -317,6 +336,7 @@ static uint64_t jittered_retry(const struct leader_elector *le)
 
 static void stop_leading(struct leader_elector *le, const char *why)
 {
+    fence_writes_at(le, KUBE_WRITES_FENCED);
     atomic_store(&le->leading, false);
     atomic_store(&le->valid_until_ms, 0);
     log_warn("stopped leading", "lease=%s/%s identity=%s reason=\"%s\"", le->lease_namespace,
@@ -334,9 +354,11 @@ static bool acquire(struct leader_elector *le)
         if (is_stopping(le))
             return false;
         uint64_t start = clock_now_ms();
+        uint64_t term_end = start + le->cfg.renew_deadline_ms;
         /* A write that took past the renew deadline would start a term already over. */
-        if (try_acquire_or_renew(le) && clock_now_ms() < start + le->cfg.renew_deadline_ms) {
-            atomic_store(&le->valid_until_ms, start + le->cfg.renew_deadline_ms);
+        if (try_acquire_or_renew(le, term_end) && clock_now_ms() < term_end) {
+            atomic_store(&le->valid_until_ms, term_end);
+            fence_writes_at(le, term_end);
             atomic_store(&le->leading, true);
             log_info("started leading", "lease=%s/%s identity=%s", le->lease_namespace,
                      le->lease_name, le->identity);
@@ -358,11 +380,14 @@ static bool renew(struct leader_elector *le)
         if (!wait_until(le, last_attempt + le->cfg.retry_period_ms))
             return true;
         last_attempt = clock_now_ms();
-        bool renewed = try_acquire_or_renew(le);
-        /* As client-go, whose renew request is cut off at the deadline: a renew that lands
-         * late still ends this term, so is_leader never turns false without a callback. */
-        if (renewed && clock_now_ms() < atomic_load(&le->valid_until_ms)) {
-            atomic_store(&le->valid_until_ms, last_attempt + le->cfg.renew_deadline_ms);
+        uint64_t term_end = atomic_load(&le->valid_until_ms);
+        /* As client-go: the renew's requests are cut off when the term ends, so leadership
+         * ends on time even when the server holds them. */
+        bool renewed = try_acquire_or_renew(le, term_end);
+        if (renewed && clock_now_ms() < term_end) {
+            uint64_t next = last_attempt + le->cfg.renew_deadline_ms;
+            atomic_store(&le->valid_until_ms, next);
+            fence_writes_at(le, next);
             continue;
         }
         if (le->observed && !observed_is_ours(le)) {
@@ -389,8 +414,12 @@ static void *elector_main(void *arg)
             break;
     }
     if (atomic_load(&le->leading)) {
-        if (!le->cfg.keep_lease_on_stop)
+        fence_writes_at(le, KUBE_WRITES_FENCED);
+        if (!le->cfg.keep_lease_on_stop) {
+            uint64_t prev = kube_set_thread_deadline(clock_now_ms() + le->cfg.renew_deadline_ms);
             release_lease(le);
+            kube_set_thread_deadline(prev);
+        }
         atomic_store(&le->leading, false);
         atomic_store(&le->valid_until_ms, 0);
         log_info("stopped leading", "lease=%s/%s identity=%s reason=shutdown",
@@ -435,6 +464,9 @@ int leader_elector_start(struct kube_client *c, const struct leader_election_con
     if (conf.renew_deadline_ms >= conf.lease_duration_ms ||
         conf.retry_period_ms >= conf.renew_deadline_ms)
         return KUBE_EINVAL;
+    /* Fencing its own client would keep the elector from ever writing the Lease. */
+    if (conf.fenced_client == c)
+        return KUBE_EINVAL;
 
     struct leader_elector *le = calloc(1, sizeof(*le));
     if (!le)
@@ -455,6 +487,7 @@ int leader_elector_start(struct kube_client *c, const struct leader_election_con
     conf.lease_name = le->lease_name;
     conf.identity = le->identity;
     le->cfg = conf;
+    fence_writes_at(le, KUBE_WRITES_FENCED); /* a candidate writes nothing until it leads */
     if (pthread_create(&le->thread, NULL, elector_main, le) != 0) {
         elector_free(le);
         return KUBE_ENOMEM;
