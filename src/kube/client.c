@@ -619,13 +619,14 @@ static uint64_t call_deadline(struct kube_client *c, bool write, int *late_rc)
 /* Runs a call with rate limiting and the retry policy. On a 2xx answer (non-streaming)
  * *out gets the parsed body. */
 static int execute(struct kube_client *c, const struct call *call, cJSON **out,
-                   struct kube_status *st)
+                   struct kube_status *caller_st)
 {
     if (out)
         *out = NULL;
-    if (st) {
-        kube_status_clear(st);
-    }
+    /* Always decoded, so that log lines can quote the server's message. */
+    struct kube_status own = {.retry_after_s = -1};
+    struct kube_status *st = caller_st ? caller_st : &own;
+    kube_status_clear(st);
     bool write = strcmp(call->method, "GET") != 0;
     if (write && atomic_load(&c->writes_fenced))
         return KUBE_ECANCELED; /* fenced: no write leaves this client */
@@ -680,15 +681,14 @@ static int execute(struct kube_client *c, const struct call *call, cJSON **out,
             if (deadline && end >= deadline)
                 rc = late_rc; /* cut short by the deadline */
             if (streamed || attempt >= c->opts.max_retries || (deadline && end + d >= deadline)) {
-                log_debug("request failed", "verb=%s path=%s error=\"%s\"", call->verb, call->path, errbuf);
-                if (st) {
-                    free(st->message);
-                    st->message = strdup(errbuf);
-                }
+                log_debug("request failed", "verb=%s path=%s error=\"%s\"", call->verb, call->path,
+                          log_quote(errbuf));
+                free(st->message);
+                st->message = strdup(errbuf);
                 break;
             }
             log_debug("retrying after transport error", "verb=%s path=%s error=\"%s\" delay_ms=%llu",
-                      call->verb, call->path, errbuf, (unsigned long long)d);
+                      call->verb, call->path, log_quote(errbuf), (unsigned long long)d);
             c->retries++;
             if (!wait_ms(c, call->cancel, d)) {
                 rc = KUBE_ECANCELED;
@@ -711,14 +711,14 @@ static int execute(struct kube_client *c, const struct call *call, cJSON **out,
         }
 
         rc = decode_status(http_code, &ex.body, st);
-        if (st)
-            st->retry_after_s = ex.retry_after_s;
+        st->retry_after_s = ex.retry_after_s;
         buf_free(&ex.body);
+        const char *msg = log_quote(st->message);
 
         if (http_code == 401 && !reloaded && kube_config_invalidate_token(c->cfg)) {
             reloaded = 1;
             c->token_reloads++;
-            log_info("reloading credentials after 401", "path=%s", call->path);
+            log_info("reloading credentials after 401", "path=%s message=\"%s\"", call->path, msg);
             attempt--; /* a credential reload is not a retry */
             continue;
         }
@@ -729,11 +729,11 @@ static int execute(struct kube_client *c, const struct call *call, cJSON **out,
             if (deadline && clock_now_ms() + d >= deadline)
                 break; /* the retry would start past the deadline */
             if (http_code == 429)
-                log_debug("throttled by server", "path=%s retry_after_ms=%llu", call->path,
-                          (unsigned long long)d);
+                log_debug("throttled by server", "path=%s retry_after_ms=%llu message=\"%s\"", call->path,
+                          (unsigned long long)d, msg);
             else
-                log_debug("retrying after server error", "path=%s code=%ld delay_ms=%llu", call->path,
-                          http_code, (unsigned long long)d);
+                log_debug("retrying after server error", "path=%s code=%ld delay_ms=%llu message=\"%s\"",
+                          call->path, http_code, (unsigned long long)d, msg);
             c->retries++;
             if (!wait_ms(c, call->cancel, d)) {
                 rc = KUBE_ECANCELED;
@@ -744,6 +744,7 @@ static int execute(struct kube_client *c, const struct call *call, cJSON **out,
         break;
     }
     buf_free(&url);
+    kube_status_clear(&own);
     return rc;
 }
 

@@ -38,7 +38,14 @@ struct leader_elector {
     char *observed_record; /* its spec, flattened: a change of this restarts observed_ms */
     uint64_t observed_ms;  /* monotonic time at which observed_record last changed */
     char *reported_leader; /* the last identity given to on_new_leader */
+    struct kube_status st; /* the Status of the last failed Lease request, for log lines */
 };
+
+/* The server's message about the last failed Lease request ("" when none). */
+static const char *status_message(const struct leader_elector *le)
+{
+    return log_quote(le->st.message);
+}
 
 /* ---- the observed record ------------------------------------------------------------- */
 
@@ -161,7 +168,7 @@ static int replace_lease(struct leader_elector *le, cJSON *lease)
 {
     cJSON *out = NULL;
     int rc = kube_replace(le->client, &KUBE_LEASES, le->lease_namespace, le->lease_name, lease,
-                          &out, NULL);
+                          &out, &le->st);
     if (rc < 0) {
         cJSON_Delete(lease);
         return rc;
@@ -191,8 +198,8 @@ static bool attempt_acquire_or_renew(struct leader_elector *le)
             int rc = replace_lease(le, lease);
             if (rc == 0)
                 return true;
-            log_debug("lease renew on cached copy failed", "lease=%s/%s error=\"%s\"",
-                      le->lease_namespace, le->lease_name, kube_strerror(rc));
+            log_debug("lease renew on cached copy failed", "lease=%s/%s error=\"%s\" message=\"%s\"",
+                      le->lease_namespace, le->lease_name, kube_strerror(rc), status_message(le));
             if (rc == KUBE_ETIMEOUT)
                 return false; /* cut off at the deadline: no time left for a GET */
         } else {
@@ -202,17 +209,17 @@ static bool attempt_acquire_or_renew(struct leader_elector *le)
 
     cJSON *current = NULL;
     int rc = kube_get(le->client, &KUBE_LEASES, le->lease_namespace, le->lease_name, &current,
-                      NULL);
+                      &le->st);
     if (rc == KUBE_ENOTFOUND) {
         cJSON *lease = new_lease(le, now);
         cJSON *out = NULL;
-        rc = lease ? kube_create(le->client, &KUBE_LEASES, le->lease_namespace, lease, &out, NULL)
+        rc = lease ? kube_create(le->client, &KUBE_LEASES, le->lease_namespace, lease, &out, &le->st)
                    : KUBE_ENOMEM;
         if (rc < 0) {
             cJSON_Delete(lease);
             if (rc != KUBE_EALREADYEXISTS)
-                log_warn("lease create failed", "lease=%s/%s error=\"%s\"", le->lease_namespace,
-                         le->lease_name, kube_strerror(rc));
+                log_warn("lease create failed", "lease=%s/%s error=\"%s\" message=\"%s\"", le->lease_namespace,
+                         le->lease_name, kube_strerror(rc), status_message(le));
             return false;
         }
         if (out) {
@@ -223,8 +230,8 @@ static bool attempt_acquire_or_renew(struct leader_elector *le)
         return true;
     }
     if (rc < 0) {
-        log_warn("lease get failed", "lease=%s/%s error=\"%s\"", le->lease_namespace,
-                 le->lease_name, kube_strerror(rc));
+        log_warn("lease get failed", "lease=%s/%s error=\"%s\" message=\"%s\"", le->lease_namespace,
+                 le->lease_name, kube_strerror(rc), status_message(le));
         return false;
     }
     if (!current)
@@ -254,8 +261,8 @@ static bool attempt_acquire_or_renew(struct leader_elector *le)
             log_debug("lease update lost a race", "lease=%s/%s identity=%s", le->lease_namespace,
                       le->lease_name, le->identity);
         else
-            log_warn("lease update failed", "lease=%s/%s error=\"%s\"", le->lease_namespace,
-                     le->lease_name, kube_strerror(rc));
+            log_warn("lease update failed", "lease=%s/%s error=\"%s\" message=\"%s\"", le->lease_namespace,
+                     le->lease_name, kube_strerror(rc), status_message(le));
         return false;
     }
     return true;
@@ -293,8 +300,8 @@ static void release_lease(struct leader_elector *le)
     }
     int rc = replace_lease(le, lease);
     if (rc < 0)
-        log_warn("lease release failed", "lease=%s/%s error=\"%s\"", le->lease_namespace,
-                 le->lease_name, kube_strerror(rc));
+        log_warn("lease release failed", "lease=%s/%s error=\"%s\" message=\"%s\"", le->lease_namespace,
+                 le->lease_name, kube_strerror(rc), status_message(le));
     else
         log_info("lease released", "lease=%s/%s identity=%s", le->lease_namespace,
                  le->lease_name, le->identity);
@@ -443,6 +450,7 @@ static void elector_free(struct leader_elector *le)
     cJSON_Delete(le->observed);
     free(le->observed_record);
     free(le->reported_leader);
+    kube_status_clear(&le->st);
     free(le);
 }
 

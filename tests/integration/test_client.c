@@ -17,6 +17,7 @@
 #include "support/kube_test.h"
 #include "util/clock.h"
 #include "util/json.h"
+#include "util/log.h"
 
 static const struct kube_resource MPIJOBS = {"kubeflow.org", "v2beta1", "mpijobs", "MPIJob", true};
 
@@ -484,6 +485,50 @@ Test(client, shutdown_and_cancel_cut_a_retry_after_wait_short)
     int before = last_seq();
     cr_assert_eq(kube_get(c, &KUBE_PODS, "default", "absent", NULL, NULL), KUBE_ECANCELED);
     cr_assert_eq(last_seq(), before, "a request was sent after the shutdown");
+    kube_client_free(c);
+}
+
+/* Runs fn with the log going to a file at level, in format; returns what was written. */
+static char *capture_log(enum log_level level, enum log_format format, void (*fn)(void *), void *arg)
+{
+    char path[] = "/tmp/mpijob-log.XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    unlink(path);
+    enum log_level saved = log_get_level();
+    log_set_level(level);
+    log_set_format(format);
+    log_set_fd(fd);
+    fn(arg);
+    log_set_fd(2);
+    log_set_format(LOG_TEXT);
+    log_set_level(saved);
+    static char out[16384];
+    ssize_t n = pread(fd, out, sizeof(out) - 1, 0);
+    close(fd);
+    out[n > 0 ? n : 0] = 0;
+    return out;
+}
+
+static void get_through_a_503(void *arg)
+{
+    cr_assert_eq(test_apiserver_fault(&srv, "{\"failNext\":{\"count\":1,\"code\":503}}"), 0);
+    cr_assert_eq(kube_get(arg, &KUBE_PODS, "default", "absent", NULL, NULL), KUBE_ENOTFOUND);
+}
+
+/* The line about a failed request carries the server's Status message. */
+Test(client, retry_log_lines_carry_the_status_message)
+{
+    REQUIRE_DOUBLE();
+    struct kube_client *c = client_with(NULL);
+    char *out = capture_log(LOG_DEBUG, LOG_TEXT, get_through_a_503, c);
+    cr_assert_not_null(strstr(out, "retrying after server error"), "%s", out);
+    cr_assert_not_null(strstr(out, "code=503"), "%s", out);
+    cr_assert_not_null(strstr(out, "message=\"the server is currently unable to handle the request (injected "
+                                   "fault)\""), "%s", out);
+    out = capture_log(LOG_DEBUG, LOG_JSON, get_through_a_503, c);
+    cr_assert_not_null(strstr(out, "\"message\":\"the server is currently unable to handle the request "
+                                   "(injected fault)\""), "%s", out);
     kube_client_free(c);
 }
 
