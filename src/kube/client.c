@@ -36,6 +36,12 @@ const struct kube_resource KUBE_JOBS = {"batch", "v1", "jobs", "Job", true};
 
 struct kube_client {
     struct kube_config *cfg;
+    /* The base of every URL: cfg->server, or with tls-server-name, the server's URL with that
+     * name as its host, connected to the server's address (connect_to) and sent with the
+     * server's own Host header (host_header), as client-go's tls.Config.ServerName does. */
+    char *base_url;
+    struct curl_slist *connect_to;
+    char *host_header;
     struct kube_client_options opts;
     struct ratelimit *limiter;
     CURLSH *share;
@@ -116,6 +122,61 @@ void kube_status_clear(struct kube_status *st)
     st->retry_after_s = -1;
 }
 
+/* With a tls-server-name: the TLS name becomes the URL's host, so that libcurl sends it as SNI
+ * and verifies the certificate against it, while CURLOPT_CONNECT_TO sends the connection to
+ * the server's real address and the Host header keeps naming the server. */
+static int setup_tls_server_name(struct kube_client *c)
+{
+    const char *name = c->cfg->tls_server_name;
+    if (!name || !*name || strncasecmp(c->cfg->server, "https://", 8) != 0)
+        return (c->base_url = strdup(c->cfg->server)) ? 0 : KUBE_ENOMEM;
+    CURLU *u = curl_url();
+    char *host = NULL, *port = NULL, *given_port = NULL, *url = NULL;
+    int rc = KUBE_ENOMEM;
+    if (!u)
+        return rc;
+    if (curl_url_set(u, CURLUPART_URL, c->cfg->server, 0) != CURLUE_OK ||
+        curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
+        curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK) {
+        log_error("cannot parse the server URL", "server=\"%s\"", log_quote(c->cfg->server));
+        rc = KUBE_ECONFIG;
+        goto out;
+    }
+    if (curl_url_get(u, CURLUPART_PORT, &given_port, 0) != CURLUE_OK)
+        given_port = NULL; /* none written: the scheme's default */
+    if (curl_url_set(u, CURLUPART_HOST, name, 0) != CURLUE_OK) {
+        log_error("tls-server-name is not a host name", "tls_server_name=\"%s\"", log_quote(name));
+        rc = KUBE_ECONFIG;
+        goto out;
+    }
+    if (curl_url_get(u, CURLUPART_URL, &url, 0) != CURLUE_OK)
+        goto out;
+    /* curl_url_get adds a '/' path; paths are appended to the base. */
+    size_t len = strlen(url);
+    while (len > 0 && url[len - 1] == '/')
+        url[--len] = 0;
+    char *connect_to = NULL;
+    if (asprintf(&connect_to, "%s:%s:%s:%s", name, port, host, port) < 0)
+        goto out;
+    c->connect_to = curl_slist_append(NULL, connect_to);
+    free(connect_to);
+    if (!c->connect_to)
+        goto out;
+    if (asprintf(&c->host_header, "Host: %s%s%s", host, given_port ? ":" : "", given_port ? given_port : "") < 0) {
+        c->host_header = NULL;
+        goto out;
+    }
+    c->base_url = strdup(url);
+    rc = c->base_url ? 0 : KUBE_ENOMEM;
+out:
+    curl_free(host);
+    curl_free(port);
+    curl_free(given_port);
+    curl_free(url);
+    curl_url_cleanup(u);
+    return rc;
+}
+
 int kube_client_new(struct kube_config *cfg, const struct kube_client_options *opts,
                     struct kube_client **out)
 {
@@ -159,6 +220,11 @@ int kube_client_new(struct kube_config *cfg, const struct kube_client_options *o
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
     pthread_cond_init(&c->wait_cond, &attr);
     pthread_condattr_destroy(&attr);
+    int rc = setup_tls_server_name(c);
+    if (rc < 0) {
+        kube_client_free(c);
+        return rc;
+    }
     c->limiter = ratelimit_new(c->opts.qps, c->opts.burst);
     c->share = curl_share_init();
     if (!c->limiter || !c->share) {
@@ -181,6 +247,9 @@ void kube_client_free(struct kube_client *c)
 {
     if (!c)
         return;
+    free(c->base_url);
+    curl_slist_free_all(c->connect_to);
+    free(c->host_header);
     if (c->share) {
         curl_share_cleanup(c->share);
         for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
@@ -462,6 +531,10 @@ static int perform(struct kube_client *c, const char *method, const char *url,
         free(token);
     }
     headers = curl_slist_append(headers, "Expect:");
+    if (c->host_header)
+        headers = curl_slist_append(headers, c->host_header);
+    if (c->connect_to)
+        curl_easy_setopt(h, CURLOPT_CONNECT_TO, c->connect_to);
 
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_SHARE, c->share);
@@ -632,7 +705,7 @@ static int execute(struct kube_client *c, const struct call *call, cJSON **out,
         return KUBE_ECANCELED; /* fenced: no write leaves this client */
     struct buf url;
     buf_init(&url, 0);
-    if (buf_printf(&url, "%s%s%s%s", c->cfg->server, call->path, call->query && *call->query ? "?" : "",
+    if (buf_printf(&url, "%s%s%s%s", c->base_url, call->path, call->query && *call->query ? "?" : "",
                    call->query ? call->query : "") < 0) {
         buf_free(&url);
         return KUBE_ENOMEM;

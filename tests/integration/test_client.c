@@ -7,13 +7,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "kube/client.h"
 #include "kube/config.h"
 #include "kube/watch.h"
 #include "support/apiserver.h"
+#include "support/command.h"
 #include "support/kube_test.h"
 #include "util/clock.h"
 #include "util/json.h"
@@ -724,4 +727,152 @@ Test(client, qps_limit_spaces_requests)
     cr_assert_geq(took, 450, "12 requests took %llu ms", (unsigned long long)took);
     cr_assert_gt(stats.throttled_ms, 0, "the limiter made requests wait");
     kube_client_free(c);
+}
+
+/* ---- tls-server-name ------------------------------------------------------------------------- */
+
+static char tls_dir[64];
+static pid_t tls_echo_pid;
+static int tls_echo_port;
+static char tls_ca_b64[8192];
+
+static void tls_start(void)
+{
+    snprintf(tls_dir, sizeof(tls_dir), "/tmp/mpijob-tls.XXXXXX");
+    cr_assert_not_null(mkdtemp(tls_dir));
+    /* A CA, and a server certificate for the name apiserver.test only (no IP address). */
+    char cmd[2048];
+    snprintf(cmd, sizeof(cmd),
+             "cd %s && printf 'subjectAltName=DNS:apiserver.test\\nbasicConstraints=CA:FALSE\\n"
+             "keyUsage=critical,digitalSignature\\nextendedKeyUsage=serverAuth\\n' > ext.cnf && "
+             "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=test-ca "
+             "-keyout ca.key -out ca.crt -days 1 2>/dev/null && "
+             "openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=apiserver.test "
+             "-keyout server.key -out server.csr 2>/dev/null && "
+             "openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -set_serial 7 -days 1 -extfile ext.cnf "
+             "-out server.crt 2>/dev/null && base64 -w0 ca.crt > ca.b64",
+             tls_dir);
+    cr_assert_eq(system(cmd), 0, "making certificates");
+    char path[256];
+    snprintf(path, sizeof(path), "%s/ca.b64", tls_dir);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    size_t n = fread(tls_ca_b64, 1, sizeof(tls_ca_b64) - 1, f);
+    tls_ca_b64[n] = 0;
+    fclose(f);
+
+    char script[512], cert[256], key[256], port_file[256];
+    snprintf(script, sizeof(script), "%s/tests/support/tls_echo.py", test_src_dir());
+    snprintf(cert, sizeof(cert), "%s/server.crt", tls_dir);
+    snprintf(key, sizeof(key), "%s/server.key", tls_dir);
+    snprintf(port_file, sizeof(port_file), "%s/port", tls_dir);
+    tls_echo_pid = fork();
+    cr_assert_geq(tls_echo_pid, 0);
+    if (tls_echo_pid == 0) {
+        execlp("python3", "python3", script, "--cert", cert, "--key", key, "--port-file", port_file, (char *)NULL);
+        _exit(127);
+    }
+    for (uint64_t t0 = clock_now_ms(); !tls_echo_port; clock_sleep_ms(20)) {
+        cr_assert_lt(clock_now_ms() - t0, 15000, "the TLS echo server did not start");
+        f = fopen(port_file, "r");
+        if (f) {
+            cr_assert_eq(fscanf(f, "%d", &tls_echo_port), 1);
+            fclose(f);
+        }
+    }
+}
+
+static void tls_stop(void)
+{
+    if (tls_echo_pid > 0) {
+        kill(tls_echo_pid, SIGTERM);
+        waitpid(tls_echo_pid, NULL, 0);
+    }
+    if (tls_dir[0]) {
+        char cmd[128];
+        snprintf(cmd, sizeof(cmd), "rm -rf %s", tls_dir);
+        cr_assert_eq(system(cmd), 0);
+    }
+}
+
+/* A client for server with the test CA and, when not NULL, tls-server-name. */
+static struct kube_client *tls_client(const char *server, const char *tls_server_name)
+{
+    char kc[12288];
+    snprintf(kc, sizeof(kc),
+             "apiVersion: v1\nkind: Config\ncurrent-context: t\n"
+             "clusters:\n- name: c\n  cluster:\n    server: %s\n    certificate-authority-data: %s\n%s%s%s"
+             "users:\n- name: u\n  user:\n    token: x\n"
+             "contexts:\n- name: t\n  context:\n    cluster: c\n    user: u\n",
+             server, tls_ca_b64, tls_server_name ? "    tls-server-name: " : "",
+             tls_server_name ? tls_server_name : "", tls_server_name ? "\n" : "");
+    struct kube_config *cfg = NULL;
+    char err[256];
+    cr_assert_eq(kube_config_parse(kc, strlen(kc), NULL, NULL, &cfg, err, sizeof(err)), 0, "%s", err);
+    struct kube_client_options opts = {.max_retries = -1, .qps = -1};
+    struct kube_client *c = NULL;
+    cr_assert_eq(kube_client_new(cfg, &opts, &c), 0);
+    return c;
+}
+
+TestSuite(tls, .init = tls_start, .fini = tls_stop, .timeout = 60);
+
+/* The certificate names apiserver.test, not 127.0.0.1. With tls-server-name the client
+ * connects to 127.0.0.1, sends the name as SNI, verifies the certificate against it, and still
+ * names the server in its Host header; without it, or with another name, verification fails. */
+Test(tls, tls_server_name_is_what_the_certificate_is_verified_against)
+{
+    char server[64], authority[64];
+    snprintf(server, sizeof(server), "https://127.0.0.1:%d", tls_echo_port);
+    snprintf(authority, sizeof(authority), "127.0.0.1:%d", tls_echo_port);
+    struct kube_status st = {.retry_after_s = -1};
+
+    struct kube_client *c = tls_client(server, NULL);
+    cr_assert_eq(kube_request(c, "GET", "/version", NULL, NULL, NULL, NULL, &st), KUBE_ETRANSPORT,
+                 "a certificate without 127.0.0.1 must be refused for https://127.0.0.1");
+    kube_client_free(c);
+
+    c = tls_client(server, "apiserver.test");
+    cJSON *out = NULL;
+    int rc = kube_request(c, "GET", "/version", "x=1", NULL, NULL, &out, &st);
+    cr_assert_eq(rc, 0, "rc %d: %s", rc, st.message ? st.message : "");
+    cr_assert_str_eq(json_string(out, "sni"), "apiserver.test");
+    cr_assert_str_eq(json_string(out, "host"), authority);
+    cr_assert_str_eq(json_string(out, "path"), "/version?x=1");
+    cJSON_Delete(out);
+    /* Paths and connections go on working (the pooled connection is reused). */
+    cr_assert_eq(kube_get(c, &KUBE_PODS, "default", "p", &out, &st), 0);
+    cr_assert_str_eq(json_string(out, "path"), "/api/v1/namespaces/default/pods/p");
+    cJSON_Delete(out);
+    kube_client_free(c);
+
+    c = tls_client(server, "other.test");
+    cr_assert_eq(kube_request(c, "GET", "/version", NULL, NULL, NULL, NULL, &st), KUBE_ETRANSPORT,
+                 "tls-server-name must not turn verification off");
+    kube_client_free(c);
+
+    /* A name as server, with tls-server-name: connects by that name, verifies the TLS name. */
+    snprintf(server, sizeof(server), "https://localhost:%d", tls_echo_port);
+    c = tls_client(server, "apiserver.test");
+    cr_assert_eq(kube_request(c, "GET", "/version", NULL, NULL, NULL, &out, &st), 0, "%s",
+                 st.message ? st.message : "");
+    snprintf(authority, sizeof(authority), "localhost:%d", tls_echo_port);
+    cr_assert_str_eq(json_string(out, "host"), authority);
+    cJSON_Delete(out);
+    kube_client_free(c);
+    kube_status_clear(&st);
+}
+
+Test(tls, a_tls_server_name_that_is_no_host_name_is_refused)
+{
+    char kc[12288];
+    snprintf(kc, sizeof(kc),
+             "current-context: t\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:1\n"
+             "    tls-server-name: \"a b/c\"\ncontexts:\n- name: t\n  context:\n    cluster: c\n");
+    struct kube_config *cfg = NULL;
+    char err[256];
+    cr_assert_eq(kube_config_parse(kc, strlen(kc), NULL, NULL, &cfg, err, sizeof(err)), 0, "%s", err);
+    struct kube_client *c = NULL;
+    cr_assert_eq(kube_client_new(cfg, NULL, &c), KUBE_ECONFIG);
+    cr_assert_null(c);
 }
