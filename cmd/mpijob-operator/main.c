@@ -24,6 +24,8 @@
 
 #define MAX_NAMESPACES 64
 #define MPIJOB_OPERATOR_VERSION "0.1.0"
+/* How long a stop waits for reconciles in flight before their requests are cut short. */
+#define STOP_GRACE_MS 5000
 
 struct flags {
     const char *kubeconfig, *context;
@@ -208,11 +210,12 @@ static struct {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     bool leading, lost, stopping;
+    bool controller_stopped;
     struct kube_client *controller_client;
     struct controller *controller; /* set once its caches are synced */
     bool leader_elect;
     struct metrics *metrics;
-} state = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false, false, NULL, NULL, false, NULL};
+} state = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false, false, false, NULL, NULL, false, NULL};
 
 /* API requests by verb and status code, from both clients. */
 static void count_request(void *ctx, const char *verb, long code, uint64_t ms)
@@ -293,6 +296,24 @@ static void stopped_leading(void *ctx)
     state.leading = false;
     pthread_cond_broadcast(&state.cond);
     pthread_mutex_unlock(&state.lock);
+}
+
+/* A stop lets reconciles in flight finish, but not sit out a server's Retry-After or a
+ * backoff: past STOP_GRACE_MS the controller's client is shut down, which ends them. */
+static void *stop_watchdog(void *arg)
+{
+    struct timespec until;
+    clock_deadline_realtime(&until, STOP_GRACE_MS);
+    pthread_mutex_lock(&state.lock);
+    while (!state.controller_stopped && pthread_cond_timedwait(&state.cond, &state.lock, &until) != ETIMEDOUT)
+        ;
+    bool late = !state.controller_stopped;
+    pthread_mutex_unlock(&state.lock);
+    if (late) {
+        log_warn("reconciles still running at stop; cutting their requests short", "grace_ms=%d", STOP_GRACE_MS);
+        kube_client_shutdown(arg);
+    }
+    return NULL;
 }
 
 int main(int argc, char **argv)
@@ -411,8 +432,8 @@ int main(int argc, char **argv)
         return 1;
     }
 
-    /* Leader election runs on a client of its own: when the lease is lost, the controller's
-     * client is fenced at once, and the elector must still be able to talk. */
+    /* Leader election runs on a client of its own: the controller's client is fenced outside
+     * the elector's terms, and the elector must still be able to talk. */
     struct leader_elector *elector = NULL;
     struct kube_client *election_client = NULL;
     char identity[HOST_NAME_MAX + 32];
@@ -433,6 +454,9 @@ int main(int argc, char **argv)
             .lease_duration_ms = (uint64_t)f.lease_duration_s * 1000,
             .renew_deadline_ms = (uint64_t)f.renew_deadline_s * 1000,
             .retry_period_ms = (uint64_t)f.retry_period_s * 1000,
+            /* The controller's writes stop when the term ends, before a standby can take
+             * over, even if stopped_leading has not run yet. */
+            .fenced_client = client,
             .on_started_leading = started_leading,
             .on_stopped_leading = stopped_leading,
             .ctx = &state,
@@ -498,8 +522,20 @@ int main(int argc, char **argv)
              * lease was lost). */
             pthread_mutex_lock(&state.lock);
             state.controller = NULL;
+            bool lost = state.lost;
             pthread_mutex_unlock(&state.lock);
+            /* After a lost lease nothing the controller does can land: end it at once. */
+            if (lost)
+                kube_client_shutdown(client);
+            pthread_t watchdog;
+            bool watched = pthread_create(&watchdog, NULL, stop_watchdog, client) == 0;
             controller_stop(ctl);
+            pthread_mutex_lock(&state.lock);
+            state.controller_stopped = true;
+            pthread_cond_broadcast(&state.cond);
+            pthread_mutex_unlock(&state.lock);
+            if (watched)
+                pthread_join(watchdog, NULL);
         }
     }
     if (state.lost && !state.stopping) {

@@ -27,9 +27,21 @@ const struct kube_resource KUBE_JOBS = {"batch", "v1", "jobs", "Job", true};
 #define DEFAULT_MAX_BODY (64u << 20)
 #define DEFAULT_MAX_WATCH_LINE (16u << 20)
 #define MAX_ERROR_BODY (1u << 20)
+/* A server's Retry-After is honoured up to this long (kube_client_options.retry_after_max_ms).
+ * kube-apiserver asks for 1 s (max-in-flight, priority and fairness); a longer wait comes from
+ * a proxy or a confused server, and a controller that sleeps on it holds a worker (and would
+ * ignore a stop) for as long: like client-go, which caps every retry wait, we retry after a
+ * minute at most and let the retry budget decide. */
+#define DEFAULT_RETRY_AFTER_MAX_MS 60000u
 
 struct kube_client {
     struct kube_config *cfg;
+    /* The base of every URL: cfg->server, or with tls-server-name, the server's URL with that
+     * name as its host, connected to the server's address (connect_to) and sent with the
+     * server's own Host header (host_header), as client-go's tls.Config.ServerName does. */
+    char *base_url;
+    struct curl_slist *connect_to;
+    char *host_header;
     struct kube_client_options opts;
     struct ratelimit *limiter;
     CURLSH *share;
@@ -37,13 +49,19 @@ struct kube_client {
     kube_request_observer observer;
     void *observer_ctx;
     atomic_bool writes_fenced;
+    atomic_uint_fast64_t write_deadline_ms; /* kube_client_set_write_deadline; 0: none */
+    /* kube_client_shutdown: every request ends with KUBE_ECANCELED; waits are woken. */
+    atomic_bool shut_down;
+    pthread_mutex_t wait_lock;
+    pthread_cond_t wait_cond; /* on CLOCK_MONOTONIC */
     atomic_ullong requests, retries, throttled_ms, token_reloads;
 };
 
 struct kube_cancel {
     pthread_mutex_t lock;
-    bool fired;
-    CURLM *multi; /* the stream in progress, woken on fire */
+    atomic_bool fired;
+    CURLM *multi;                /* the stream in progress, woken on fire */
+    struct kube_client *waiter;  /* a client whose retry wait this token's request is in */
 };
 
 struct kube_cancel *kube_cancel_new(void)
@@ -57,19 +75,18 @@ struct kube_cancel *kube_cancel_new(void)
 void kube_cancel_fire(struct kube_cancel *k)
 {
     pthread_mutex_lock(&k->lock);
-    k->fired = true;
+    atomic_store(&k->fired, true);
     if (k->multi)
         curl_multi_wakeup(k->multi);
+    if (k->waiter) { /* lock order: a token's lock, then its waiter's wait_lock */
+        pthread_mutex_lock(&k->waiter->wait_lock);
+        pthread_cond_broadcast(&k->waiter->wait_cond);
+        pthread_mutex_unlock(&k->waiter->wait_lock);
+    }
     pthread_mutex_unlock(&k->lock);
 }
 
-bool kube_cancel_fired(struct kube_cancel *k)
-{
-    pthread_mutex_lock(&k->lock);
-    bool fired = k->fired;
-    pthread_mutex_unlock(&k->lock);
-    return fired;
-}
+bool kube_cancel_fired(struct kube_cancel *k) { return atomic_load(&k->fired); }
 
 void kube_cancel_free(struct kube_cancel *k)
 {
@@ -103,6 +120,61 @@ void kube_status_clear(struct kube_status *st)
     cJSON_Delete(st->details);
     memset(st, 0, sizeof(*st));
     st->retry_after_s = -1;
+}
+
+/* With a tls-server-name: the TLS name becomes the URL's host, so that libcurl sends it as SNI
+ * and verifies the certificate against it, while CURLOPT_CONNECT_TO sends the connection to
+ * the server's real address and the Host header keeps naming the server. */
+static int setup_tls_server_name(struct kube_client *c)
+{
+    const char *name = c->cfg->tls_server_name;
+    if (!name || !*name || strncasecmp(c->cfg->server, "https://", 8) != 0)
+        return (c->base_url = strdup(c->cfg->server)) ? 0 : KUBE_ENOMEM;
+    CURLU *u = curl_url();
+    char *host = NULL, *port = NULL, *given_port = NULL, *url = NULL;
+    int rc = KUBE_ENOMEM;
+    if (!u)
+        return rc;
+    if (curl_url_set(u, CURLUPART_URL, c->cfg->server, 0) != CURLUE_OK ||
+        curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
+        curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK) {
+        log_error("cannot parse the server URL", "server=\"%s\"", log_quote(c->cfg->server));
+        rc = KUBE_ECONFIG;
+        goto out;
+    }
+    if (curl_url_get(u, CURLUPART_PORT, &given_port, 0) != CURLUE_OK)
+        given_port = NULL; /* none written: the scheme's default */
+    if (curl_url_set(u, CURLUPART_HOST, name, 0) != CURLUE_OK) {
+        log_error("tls-server-name is not a host name", "tls_server_name=\"%s\"", log_quote(name));
+        rc = KUBE_ECONFIG;
+        goto out;
+    }
+    if (curl_url_get(u, CURLUPART_URL, &url, 0) != CURLUE_OK)
+        goto out;
+    /* curl_url_get adds a '/' path; paths are appended to the base. */
+    size_t len = strlen(url);
+    while (len > 0 && url[len - 1] == '/')
+        url[--len] = 0;
+    char *connect_to = NULL;
+    if (asprintf(&connect_to, "%s:%s:%s:%s", name, port, host, port) < 0)
+        goto out;
+    c->connect_to = curl_slist_append(NULL, connect_to);
+    free(connect_to);
+    if (!c->connect_to)
+        goto out;
+    if (asprintf(&c->host_header, "Host: %s%s%s", host, given_port ? ":" : "", given_port ? given_port : "") < 0) {
+        c->host_header = NULL;
+        goto out;
+    }
+    c->base_url = strdup(url);
+    rc = c->base_url ? 0 : KUBE_ENOMEM;
+out:
+    curl_free(host);
+    curl_free(port);
+    curl_free(given_port);
+    curl_free(url);
+    curl_url_cleanup(u);
+    return rc;
 }
 
 int kube_client_new(struct kube_config *cfg, const struct kube_client_options *opts,
@@ -140,6 +212,19 @@ int kube_client_new(struct kube_config *cfg, const struct kube_client_options *o
         c->opts.timeout_ms = 30000;
     if (!c->opts.user_agent)
         c->opts.user_agent = "mpijob-operator";
+    if (!c->opts.retry_after_max_ms)
+        c->opts.retry_after_max_ms = DEFAULT_RETRY_AFTER_MAX_MS;
+    pthread_mutex_init(&c->wait_lock, NULL);
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&c->wait_cond, &attr);
+    pthread_condattr_destroy(&attr);
+    int rc = setup_tls_server_name(c);
+    if (rc < 0) {
+        kube_client_free(c);
+        return rc;
+    }
     c->limiter = ratelimit_new(c->opts.qps, c->opts.burst);
     c->share = curl_share_init();
     if (!c->limiter || !c->share) {
@@ -162,6 +247,9 @@ void kube_client_free(struct kube_client *c)
 {
     if (!c)
         return;
+    free(c->base_url);
+    curl_slist_free_all(c->connect_to);
+    free(c->host_header);
     if (c->share) {
         curl_share_cleanup(c->share);
         for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
@@ -169,6 +257,8 @@ void kube_client_free(struct kube_client *c)
     }
     ratelimit_free(c->limiter);
     kube_config_free(c->cfg);
+    pthread_mutex_destroy(&c->wait_lock);
+    pthread_cond_destroy(&c->wait_cond);
     free(c);
 }
 
@@ -186,6 +276,62 @@ void kube_client_stats(struct kube_client *c, struct kube_client_stats *out)
 
 void kube_client_fence_writes(struct kube_client *c, bool fenced) { atomic_store(&c->writes_fenced, fenced); }
 
+void kube_client_set_write_deadline(struct kube_client *c, uint64_t until_ms)
+{
+    atomic_store(&c->write_deadline_ms, until_ms);
+}
+
+static _Thread_local uint64_t thread_deadline_ms;
+
+uint64_t kube_set_thread_deadline(uint64_t deadline_ms)
+{
+    uint64_t prev = thread_deadline_ms;
+    thread_deadline_ms = deadline_ms;
+    return prev;
+}
+
+void kube_client_shutdown(struct kube_client *c)
+{
+    atomic_store(&c->shut_down, true);
+    pthread_mutex_lock(&c->wait_lock);
+    pthread_cond_broadcast(&c->wait_cond);
+    pthread_mutex_unlock(&c->wait_lock);
+}
+
+static bool canceled(struct kube_client *c, struct kube_cancel *cancel)
+{
+    return atomic_load(&c->shut_down) || (cancel && atomic_load(&cancel->fired));
+}
+
+/* A retry wait of ms, cut short by kube_client_shutdown or by the request's cancel token.
+ * False when it was cut short. */
+static bool wait_ms(struct kube_client *c, struct kube_cancel *cancel, uint64_t ms)
+{
+    if (cancel) {
+        pthread_mutex_lock(&cancel->lock);
+        cancel->waiter = c;
+        pthread_mutex_unlock(&cancel->lock);
+    }
+    uint64_t end = clock_now_ms() + ms;
+    pthread_mutex_lock(&c->wait_lock);
+    for (;;) {
+        uint64_t now = clock_now_ms();
+        if (canceled(c, cancel) || now >= end)
+            break;
+        struct timespec ts;
+        clock_deadline_monotonic(&ts, end - now);
+        pthread_cond_timedwait(&c->wait_cond, &c->wait_lock, &ts);
+    }
+    bool waited = !canceled(c, cancel);
+    pthread_mutex_unlock(&c->wait_lock);
+    if (cancel) {
+        pthread_mutex_lock(&cancel->lock);
+        cancel->waiter = NULL;
+        pthread_mutex_unlock(&cancel->lock);
+    }
+    return waited;
+}
+
 void kube_client_set_observer(struct kube_client *c, kube_request_observer fn, void *ctx)
 {
     c->observer = fn;
@@ -194,35 +340,24 @@ void kube_client_set_observer(struct kube_client *c, kube_request_observer fn, v
 
 /* ---- paths and queries ------------------------------------------------------------------ */
 
+/* Appends s percent-encoded: curl_easy_escape keeps RFC 3986's unreserved characters
+ * (ALPHA, DIGIT, "-", ".", "_", "~") and encodes every other byte. */
 static int escape_into(struct buf *b, const char *s)
 {
-    static const char hex[] = "0123456789ABCDEF";
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        int plain = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-                    ch == '-' || ch == '.' || ch == '_' || ch == '~';
-        int rc;
-        if (plain) {
-            rc = buf_append(b, s, 1);
-        } else {
-            char enc[3] = {'%', hex[ch >> 4], hex[ch & 15]};
-            rc = buf_append(b, enc, 3);
-        }
-        if (rc < 0)
-            return rc;
-    }
-    return 0;
+    char *enc = curl_easy_escape(NULL, s, 0);
+    if (!enc)
+        return KUBE_ENOMEM;
+    int rc = buf_append_str(b, enc);
+    curl_free(enc);
+    return rc;
 }
 
 char *kube_escape(const char *s)
 {
-    struct buf b;
-    buf_init(&b, 0);
-    if (escape_into(&b, s ? s : "") < 0) {
-        buf_free(&b);
-        return NULL;
-    }
-    return buf_steal(&b);
+    char *enc = curl_easy_escape(NULL, s ? s : "", 0);
+    char *out = enc ? strdup(enc) : NULL;
+    curl_free(enc);
+    return out;
 }
 
 char *kube_path(const struct kube_resource *res, const char *ns, const char *name,
@@ -276,6 +411,7 @@ struct exchange {
     long stream_code; /* HTTP code seen before streaming begins */
     CURL *curl;
     struct kube_cancel *cancel;
+    struct kube_client *client;
     int too_big;
 };
 
@@ -320,19 +456,19 @@ static int on_progress(void *userdata, curl_off_t dltotal, curl_off_t dlnow, cur
                        curl_off_t ulnow)
 {
     struct exchange *ex = userdata;
-    return ex->cancel && kube_cancel_fired(ex->cancel) ? 1 : 0;
+    return canceled(ex->client, ex->cancel) ? 1 : 0;
 }
 
 /* Runs a transfer on its own multi handle, so that kube_cancel_fire can wake its poll and end
  * it at once instead of waiting for curl's next progress callback. */
-static CURLcode perform_cancellable(CURL *h, struct kube_cancel *cancel)
+static CURLcode perform_cancellable(struct kube_client *c, CURL *h, struct kube_cancel *cancel)
 {
     CURLM *m = curl_multi_init();
     if (!m)
         return CURLE_OUT_OF_MEMORY;
     curl_multi_add_handle(m, h);
     pthread_mutex_lock(&cancel->lock);
-    bool fired = cancel->fired;
+    bool fired = canceled(c, cancel);
     if (!fired)
         cancel->multi = m;
     pthread_mutex_unlock(&cancel->lock);
@@ -351,11 +487,12 @@ static CURLcode perform_cancellable(CURL *h, struct kube_cancel *cancel)
                     res = msg->data.result;
             break;
         }
-        if (kube_cancel_fired(cancel)) {
+        if (canceled(c, cancel)) {
             res = CURLE_ABORTED_BY_CALLBACK;
             break;
         }
-        curl_multi_poll(m, NULL, 0, 30000, NULL);
+        /* kube_cancel_fire wakes the poll; kube_client_shutdown is seen within a second. */
+        curl_multi_poll(m, NULL, 0, 1000, NULL);
     }
     pthread_mutex_lock(&cancel->lock);
     cancel->multi = NULL;
@@ -394,6 +531,10 @@ static int perform(struct kube_client *c, const char *method, const char *url,
         free(token);
     }
     headers = curl_slist_append(headers, "Expect:");
+    if (c->host_header)
+        headers = curl_slist_append(headers, c->host_header);
+    if (c->connect_to)
+        curl_easy_setopt(h, CURLOPT_CONNECT_TO, c->connect_to);
 
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_SHARE, c->share);
@@ -420,11 +561,9 @@ static int perform(struct kube_client *c, const char *method, const char *url,
     curl_easy_setopt(h, CURLOPT_WRITEDATA, ex);
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, ex);
-    if (ex->cancel) {
-        curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
-        curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
-        curl_easy_setopt(h, CURLOPT_XFERINFODATA, ex);
-    }
+    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(h, CURLOPT_XFERINFODATA, ex);
 
     struct kube_config *cfg = c->cfg;
     if (cfg->insecure_skip_tls_verify) {
@@ -450,7 +589,7 @@ static int perform(struct kube_client *c, const char *method, const char *url,
     }
 
     c->requests++;
-    CURLcode res = ex->cancel ? perform_cancellable(h, ex->cancel) : curl_easy_perform(h);
+    CURLcode res = ex->cancel ? perform_cancellable(c, h, ex->cancel) : curl_easy_perform(h);
     *http_code = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, http_code);
     if (res != CURLE_OK) {
@@ -511,6 +650,15 @@ static uint64_t backoff_ms(struct kube_client *c, int attempt)
     return d / 2 + clock_jitter(d / 2 + 1);
 }
 
+/* The wait before a retry: what the server asked for (capped), else exponential backoff. */
+static uint64_t retry_delay_ms(struct kube_client *c, int retry_after_s, int attempt)
+{
+    if (retry_after_s < 0)
+        return backoff_ms(c, attempt);
+    uint64_t d = (uint64_t)retry_after_s * 1000;
+    return d > c->opts.retry_after_max_ms ? c->opts.retry_after_max_ms : d;
+}
+
 static int retryable_code(long code) { return code == 500 || code == 502 || code == 503 || code == 504; }
 
 struct call {
@@ -527,21 +675,37 @@ struct call {
     int no_retry_after_stream; /* a stream that started is never retried here */
 };
 
+/* The nearest deadline for a request: the thread's and, for a write, the client's fence; 0 when
+ * there is none. *late_rc gets the code for a request that reaches it. */
+static uint64_t call_deadline(struct kube_client *c, bool write, int *late_rc)
+{
+    uint64_t d = thread_deadline_ms;
+    *late_rc = KUBE_ETIMEOUT;
+    uint64_t fence = write ? atomic_load(&c->write_deadline_ms) : 0;
+    if (fence && (!d || fence <= d)) {
+        d = fence;
+        *late_rc = KUBE_ENOTLEADER;
+    }
+    return d;
+}
+
 /* Runs a call with rate limiting and the retry policy. On a 2xx answer (non-streaming)
  * *out gets the parsed body. */
 static int execute(struct kube_client *c, const struct call *call, cJSON **out,
-                   struct kube_status *st)
+                   struct kube_status *caller_st)
 {
     if (out)
         *out = NULL;
-    if (st) {
-        kube_status_clear(st);
-    }
-    if (strcmp(call->method, "GET") != 0 && atomic_load(&c->writes_fenced))
+    /* Always decoded, so that log lines can quote the server's message. */
+    struct kube_status own = {.retry_after_s = -1};
+    struct kube_status *st = caller_st ? caller_st : &own;
+    kube_status_clear(st);
+    bool write = strcmp(call->method, "GET") != 0;
+    if (write && atomic_load(&c->writes_fenced))
         return KUBE_ECANCELED; /* fenced: no write leaves this client */
     struct buf url;
     buf_init(&url, 0);
-    if (buf_printf(&url, "%s%s%s%s", c->cfg->server, call->path, call->query && *call->query ? "?" : "",
+    if (buf_printf(&url, "%s%s%s%s", c->base_url, call->path, call->query && *call->query ? "?" : "",
                    call->query ? call->query : "") < 0) {
         buf_free(&url);
         return KUBE_ENOMEM;
@@ -550,38 +714,59 @@ static int execute(struct kube_client *c, const struct call *call, cJSON **out,
     int rc = 0;
     int reloaded = 0;
     for (int attempt = 0;; attempt++) {
+        if (canceled(c, call->cancel)) {
+            rc = KUBE_ECANCELED;
+            break;
+        }
         uint64_t waited = ratelimit_wait(c->limiter);
         c->throttled_ms += waited;
+        /* Checked before every attempt: a retry never goes out past a deadline or a fence. */
+        int late_rc;
+        uint64_t deadline = call_deadline(c, write, &late_rc);
+        uint64_t now = clock_now_ms();
+        if (deadline && now >= deadline) {
+            rc = late_rc;
+            break;
+        }
+        long timeout_ms = call->stream_fn ? 0 : c->opts.timeout_ms;
+        if (deadline && (timeout_ms <= 0 || deadline - now < (uint64_t)timeout_ms))
+            timeout_ms = (long)(deadline - now);
 
         struct exchange ex = {.retry_after_s = -1,
                               .stream_fn = call->stream_fn,
                               .stream_ctx = call->stream_ctx,
-                              .cancel = call->cancel};
+                              .cancel = call->cancel,
+                              .client = c};
         buf_init(&ex.body, call->stream_fn ? MAX_ERROR_BODY : c->opts.max_body);
         char errbuf[CURL_ERROR_SIZE] = "";
         long http_code = 0;
         uint64_t t0 = clock_now_ms();
-        rc = perform(c, call->method, url.data, call->content_type, call->body,
-                     call->stream_fn ? 0 : c->opts.timeout_ms, &ex, &http_code, errbuf);
+        rc = perform(c, call->method, url.data, call->content_type, call->body, timeout_ms, &ex,
+                     &http_code, errbuf);
         if (c->observer)
             c->observer(c->observer_ctx, call->verb, rc == 0 ? http_code : 0, clock_now_ms() - t0);
 
         if (rc == KUBE_ETRANSPORT) {
             buf_free(&ex.body);
             int streamed = call->stream_fn && ex.stream_code >= 200 && ex.stream_code < 300;
-            if (streamed || attempt >= c->opts.max_retries) {
-                log_debug("request failed", "verb=%s path=%s error=\"%s\"", call->verb, call->path, errbuf);
-                if (st) {
-                    free(st->message);
-                    st->message = strdup(errbuf);
-                }
+            uint64_t d = backoff_ms(c, attempt);
+            uint64_t end = clock_now_ms();
+            if (deadline && end >= deadline)
+                rc = late_rc; /* cut short by the deadline */
+            if (streamed || attempt >= c->opts.max_retries || (deadline && end + d >= deadline)) {
+                log_debug("request failed", "verb=%s path=%s error=\"%s\"", call->verb, call->path,
+                          log_quote(errbuf));
+                free(st->message);
+                st->message = strdup(errbuf);
                 break;
             }
-            uint64_t d = backoff_ms(c, attempt);
             log_debug("retrying after transport error", "verb=%s path=%s error=\"%s\" delay_ms=%llu",
-                      call->verb, call->path, errbuf, (unsigned long long)d);
+                      call->verb, call->path, log_quote(errbuf), (unsigned long long)d);
             c->retries++;
-            clock_sleep_ms(d);
+            if (!wait_ms(c, call->cancel, d)) {
+                rc = KUBE_ECANCELED;
+                break;
+            }
             continue;
         }
         if (rc < 0) { /* too big, canceled, nomem */
@@ -599,39 +784,40 @@ static int execute(struct kube_client *c, const struct call *call, cJSON **out,
         }
 
         rc = decode_status(http_code, &ex.body, st);
-        if (st)
-            st->retry_after_s = ex.retry_after_s;
+        st->retry_after_s = ex.retry_after_s;
         buf_free(&ex.body);
+        const char *msg = log_quote(st->message);
 
         if (http_code == 401 && !reloaded && kube_config_invalidate_token(c->cfg)) {
             reloaded = 1;
             c->token_reloads++;
-            log_info("reloading credentials after 401", "path=%s", call->path);
+            log_info("reloading credentials after 401", "path=%s message=\"%s\"", call->path, msg);
             attempt--; /* a credential reload is not a retry */
             continue;
         }
         if (attempt >= c->opts.max_retries)
             break;
-        if (http_code == 429) {
-            uint64_t d = ex.retry_after_s >= 0 ? (uint64_t)ex.retry_after_s * 1000 : backoff_ms(c, attempt);
-            if (d > c->opts.backoff_max_ms && ex.retry_after_s < 0)
-                d = c->opts.backoff_max_ms;
-            log_debug("throttled by server", "path=%s retry_after_ms=%llu", call->path, (unsigned long long)d);
+        if (http_code == 429 || retryable_code(http_code)) {
+            uint64_t d = retry_delay_ms(c, ex.retry_after_s, attempt);
+            if (deadline && clock_now_ms() + d >= deadline)
+                break; /* the retry would start past the deadline */
+            if (http_code == 429)
+                log_debug("throttled by server", "path=%s retry_after_ms=%llu message=\"%s\"", call->path,
+                          (unsigned long long)d, msg);
+            else
+                log_debug("retrying after server error", "path=%s code=%ld delay_ms=%llu message=\"%s\"",
+                          call->path, http_code, (unsigned long long)d, msg);
             c->retries++;
-            clock_sleep_ms(d);
-            continue;
-        }
-        if (retryable_code(http_code)) {
-            uint64_t d = ex.retry_after_s >= 0 ? (uint64_t)ex.retry_after_s * 1000 : backoff_ms(c, attempt);
-            log_debug("retrying after server error", "path=%s code=%ld delay_ms=%llu", call->path,
-                      http_code, (unsigned long long)d);
-            c->retries++;
-            clock_sleep_ms(d);
+            if (!wait_ms(c, call->cancel, d)) {
+                rc = KUBE_ECANCELED;
+                break;
+            }
             continue;
         }
         break;
     }
     buf_free(&url);
+    kube_status_clear(&own);
     return rc;
 }
 

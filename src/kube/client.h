@@ -6,7 +6,8 @@
  *
  * Retries, inside every call:
  *  - 5xx answers and transport errors: exponential backoff with jitter, at most max_retries;
- *  - 429: waits the Retry-After seconds (backoff when absent) and retries;
+ *  - 429: waits the Retry-After seconds (at most retry_after_max_ms; backoff when absent) and
+ *    retries;
  *  - 401: the token is re-read once (kube_config_invalidate_token) and the request repeated.
  * Every other non-2xx answer is returned as the code of its Status reason (errors.h), with the
  * decoded Status in *status when the caller passes one. */
@@ -43,6 +44,7 @@ struct kube_client_options {
     size_t max_watch_line;    /* one watch event's cap; default 16 MiB */
     long timeout_ms;          /* whole-request timeout for non-watch calls; default 30000 */
     const char *user_agent;   /* default "mpijob-operator" */
+    uint64_t retry_after_max_ms; /* longest wait a server's Retry-After gets; default 60000 */
 };
 
 /* The decoded Status of a failed call. */
@@ -83,6 +85,26 @@ void kube_client_set_observer(struct kube_client *c, kube_request_observer fn, v
  * after its k-th write) stops between two requests, never in the middle of one. */
 void kube_client_fence_writes(struct kube_client *c, bool fenced);
 
+/* A write fence driven by a lease (leader_election_config.fenced_client): from the monotonic
+ * time until_ms (clock_now_ms) on, every write of this client (POST, PUT, PATCH, DELETE) fails
+ * with KUBE_ENOTLEADER without being sent, and a write sent before has its timeout cut to end
+ * by then, so that none is in flight once another replica may hold the lease. GETs are never
+ * fenced. KUBE_WRITES_UNFENCED lifts the fence, KUBE_WRITES_FENCED fences at once. */
+#define KUBE_WRITES_UNFENCED 0u
+#define KUBE_WRITES_FENCED 1u
+void kube_client_set_write_deadline(struct kube_client *c, uint64_t until_ms);
+
+/* A deadline (clock_now_ms) for every request the calling thread makes, through any client,
+ * as a context deadline is in client-go: each attempt's timeout is cut to the time left, no
+ * attempt or retry starts at or past it, and a request it cuts short fails with
+ * KUBE_ETIMEOUT. 0 removes it. Returns the previous deadline, for the caller to restore. */
+uint64_t kube_set_thread_deadline(uint64_t deadline_ms);
+
+/* Ends this client's work for good, from any thread: every request to come, and every one
+ * waiting to retry (a Retry-After, a backoff), ends at once with KUBE_ECANCELED; a transfer in
+ * progress is aborted within a second. For a process that is stopping. */
+void kube_client_shutdown(struct kube_client *c);
+
 /* Paths. Builds "/api/v1/namespaces/ns/pods/name/status" and the like, each segment
  * percent-encoded. ns and name may be NULL; subresource may be NULL. Caller frees. */
 char *kube_path(const struct kube_resource *res, const char *ns, const char *name,
@@ -96,8 +118,9 @@ int kube_request(struct kube_client *c, const char *method, const char *path, co
                  const char *content_type, const char *body, cJSON **out, struct kube_status *st);
 
 /* A cancellation token for streaming requests: kube_cancel_fire, from any thread, ends the
- * stream that uses it at once (the request's poll is woken, not left to time out), and every
- * later stream with it ends before it starts. */
+ * stream that uses it at once (the request's poll is woken, not left to time out, and so is a
+ * wait before a retry), and every later stream with it ends before it starts. A token serves
+ * one request at a time. */
 struct kube_cancel;
 struct kube_cancel *kube_cancel_new(void);
 void kube_cancel_fire(struct kube_cancel *cancel);

@@ -1,8 +1,8 @@
 /* Kubeconfig and in-cluster configuration.
  *
- * A kubeconfig is read with libyaml's event API into a small tree (depth- and size-capped,
- * aliases resolved to nodes that already ended, so the tree has no cycles), then walked for
- * the few fields we use. Several files ($KUBECONFIG) stay parsed side by side and every name
+ * A kubeconfig is loaded with libyaml's yaml_parser_load into a yaml_document_t, checked once
+ * (depth, size with aliases counted in full, no cycles), then walked for the few fields we
+ * use. Several files ($KUBECONFIG) stay parsed side by side and every name
  * is looked up in file order, which is kubectl's "first file to define a name wins". */
 #include "kube/config.h"
 
@@ -32,7 +32,6 @@
 #define TOKEN_FILE_MAX_BYTES ((size_t)1 << 20)
 #define YAML_MAX_DEPTH 64
 #define YAML_MAX_NODES ((size_t)1 << 20) /* nodes, counting an alias as the nodes it stands for */
-#define YAML_MAX_ANCHORS 1024
 #define NAME_MAX_SHOWN 200 /* longest name quoted in an error message */
 
 /* ---- errors ------------------------------------------------------------------------------ */
@@ -274,136 +273,47 @@ static int base64_decode(const char *in, size_t in_len, char **out, size_t *out_
     return 0;
 }
 
-/* ---- a YAML tree from libyaml events ----------------------------------------------------- */
+/* ---- the YAML document ------------------------------------------------------------------- */
 
-enum ynode_kind { YNODE_SCALAR, YNODE_SEQUENCE, YNODE_MAPPING };
+/* libyaml's loader (yaml_parser_load) builds the document: nodes in one array, children named
+ * by their 1-based index, an alias being one more reference to its anchor's node. So aliases
+ * cost no memory, but a document may be a graph with shared nodes or even cycles (an alias
+ * inside the collection it names). ydoc_check, run once after loading, bounds what walking it
+ * can cost: no cycles, collections nested at most YAML_MAX_DEPTH deep, and at most
+ * YAML_MAX_NODES nodes once every alias is counted as the nodes it stands for ("billion
+ * laughs"). Memory while loading is linear in the input, which is capped. */
 
-struct ynode {
-    enum ynode_kind kind;
-    size_t line, column;  /* 1-based position where the node starts */
-    char *value;          /* scalar text, NUL-terminated; may hold NUL bytes before len */
-    size_t len;
-    bool plain;           /* scalar written without quotes (so `null` means null) */
-    struct ynode **items; /* sequence items; mapping keys and values alternating */
-    size_t count, cap;
-    size_t weight;        /* nodes in this subtree, aliased subtrees counted in full */
-    char *anchor;         /* a collection's anchor, registered when the collection ends */
-    struct ynode *next;   /* all nodes of a tree, for freeing */
-};
-
-struct ytree {
-    struct ynode *nodes;
-    size_t weight;      /* nodes plus what aliases stand for, against YAML_MAX_NODES */
-    struct ynode *root; /* NULL for an empty stream or an empty document */
-};
-
-struct yanchor {
-    char *name;
-    struct ynode *node;
-};
-
-struct yloader {
-    struct ytree *tree;
-    struct ynode *stack[YAML_MAX_DEPTH];
-    size_t depth;
-    struct yanchor *anchors;
-    size_t anchor_count;
-    bool have_root;
-};
-
-static void ytree_free(struct ytree *t)
+static const yaml_node_t *ynode_at(const yaml_document_t *d, int index)
 {
-    struct ynode *n = t->nodes;
-    while (n) {
-        struct ynode *next = n->next;
-        free(n->value);
-        free(n->items);
-        free(n->anchor);
-        free(n);
-        n = next;
-    }
-    memset(t, 0, sizeof(*t));
+    if (index < 1 || index > d->nodes.top - d->nodes.start)
+        return NULL;
+    return d->nodes.start + (index - 1);
 }
 
-static const char *ynode_kind_name(const struct ynode *n)
+static size_t yline(const yaml_node_t *n) { return n->start_mark.line + 1; }
+static size_t ycolumn(const yaml_node_t *n) { return n->start_mark.column + 1; }
+static const char *ytext(const yaml_node_t *n) { return (const char *)n->data.scalar.value; }
+
+static const char *ynode_kind_name(const yaml_node_t *n)
 {
-    switch (n->kind) {
-    case YNODE_SCALAR:
+    switch (n->type) {
+    case YAML_SCALAR_NODE:
         return "a string";
-    case YNODE_SEQUENCE:
+    case YAML_SEQUENCE_NODE:
         return "a list";
     default:
         return "a mapping";
     }
 }
 
-static struct ynode *ynode_new(struct ytree *t, enum ynode_kind kind, yaml_mark_t mark)
+static size_t seq_len(const yaml_node_t *seq)
 {
-    struct ynode *n = calloc(1, sizeof(*n));
-    if (!n)
-        return NULL;
-    n->kind = kind;
-    n->weight = 1;
-    n->line = mark.line + 1;
-    n->column = mark.column + 1;
-    n->next = t->nodes;
-    t->nodes = n;
-    return n;
+    return (size_t)(seq->data.sequence.items.top - seq->data.sequence.items.start);
 }
 
-static int ynode_push(struct ynode *parent, struct ynode *child)
+static const yaml_node_t *seq_item(const yaml_document_t *d, const yaml_node_t *seq, size_t i)
 {
-    if (parent->count == parent->cap) {
-        size_t cap = parent->cap ? parent->cap * 2 : 4;
-        struct ynode **items = realloc(parent->items, cap * sizeof(*items));
-        if (!items)
-            return -ENOMEM;
-        parent->items = items;
-        parent->cap = cap;
-    }
-    parent->items[parent->count++] = child;
-    parent->weight += child->weight; /* bounded: every weight is at most YAML_MAX_NODES */
-    return 0;
-}
-
-/* Attaches a finished node (or an alias to one) to the open collection or makes it the root. */
-static int yloader_attach(struct yloader *l, struct ynode *n)
-{
-    if (l->depth > 0)
-        return ynode_push(l->stack[l->depth - 1], n);
-    if (!l->have_root) {
-        l->tree->root = n;
-        l->have_root = true;
-    }
-    return 0;
-}
-
-static int yloader_anchor(struct yloader *l, const char *name, struct ynode *n)
-{
-    if (l->anchor_count == YAML_MAX_ANCHORS)
-        return -E2BIG;
-    if (l->anchor_count % 16 == 0) {
-        struct yanchor *a = realloc(l->anchors, (l->anchor_count + 16) * sizeof(*a));
-        if (!a)
-            return -ENOMEM;
-        l->anchors = a;
-    }
-    char *copy = strdup(name);
-    if (!copy)
-        return -ENOMEM;
-    l->anchors[l->anchor_count].name = copy;
-    l->anchors[l->anchor_count].node = n;
-    l->anchor_count++;
-    return 0;
-}
-
-static struct ynode *yloader_alias(const struct yloader *l, const char *name)
-{
-    /* A later anchor of the same name replaces an earlier one. */
-    for (size_t i = l->anchor_count; i > 0; i--)
-        if (strcmp(l->anchors[i - 1].name, name) == 0)
-            return l->anchors[i - 1].node;
-    return NULL;
+    return ynode_at(d, seq->data.sequence.items.start[i]);
 }
 
 static void yaml_problem(const yaml_parser_t *p, char *msg, size_t len)
@@ -427,182 +337,157 @@ static void yaml_problem(const yaml_parser_t *p, char *msg, size_t len)
     }
 }
 
-/* Handles one event. Returns 0, -ENOMEM, or -EINVAL with msg written. */
-static int yloader_event(struct yloader *l, const yaml_event_t *ev, char *msg, size_t msg_len)
+enum { YCHECK_NEW = 0, YCHECK_OPEN, YCHECK_DONE };
+
+struct ycheck {
+    const yaml_document_t *doc;
+    unsigned char *state; /* per node */
+    size_t *weight;       /* per node: nodes in its subtree, aliases counted in full */
+    unsigned char *height;/* per node: collections nested in it, itself included */
+    char *msg;
+    size_t msg_len;
+};
+
+/* Checks the subtree of node index under `depth` enclosing collections. Returns 0 or -EINVAL
+ * with msg written. Recursion stops at YAML_MAX_DEPTH + 1 levels. */
+static int ycheck_node(struct ycheck *k, int index, size_t depth)
 {
-    struct ytree *t = l->tree;
-    struct ynode *n;
-    const char *anchor = NULL;
-
-    if (ev->type == YAML_SCALAR_EVENT || ev->type == YAML_SEQUENCE_START_EVENT ||
-        ev->type == YAML_MAPPING_START_EVENT) {
-        if (++t->weight > YAML_MAX_NODES) {
-            snprintf(msg, msg_len, "line %zu column %zu: more than %zu YAML nodes", ev->start_mark.line + 1,
-                     ev->start_mark.column + 1, YAML_MAX_NODES);
-            return -EINVAL;
-        }
+    const yaml_node_t *n = ynode_at(k->doc, index);
+    if (!n) {
+        snprintf(k->msg, k->msg_len, "a YAML node refers to node %d, which does not exist", index);
+        return -EINVAL;
     }
-
-    switch (ev->type) {
-    case YAML_ALIAS_EVENT:
-        n = yloader_alias(l, (const char *)ev->data.alias.anchor);
-        if (!n) {
-            /* Includes an alias to a collection that is still open: refusing it keeps the
-             * tree free of cycles. */
-            snprintf(msg, msg_len, "line %zu column %zu: unknown anchor \"%.*s\"", ev->start_mark.line + 1,
-                     ev->start_mark.column + 1, NAME_MAX_SHOWN, (const char *)ev->data.alias.anchor);
+    size_t i = (size_t)(index - 1);
+    if (k->state[i] == YCHECK_OPEN) {
+        snprintf(k->msg, k->msg_len,
+                 "line %zu column %zu: an alias inside this collection refers back to it (a cycle)", yline(n),
+                 ycolumn(n));
+        return -EINVAL;
+    }
+    if (k->state[i] == YCHECK_NEW) {
+        if (n->type != YAML_SCALAR_NODE && depth + 1 > YAML_MAX_DEPTH) {
+            snprintf(k->msg, k->msg_len, "line %zu column %zu: nested deeper than %d levels", yline(n), ycolumn(n),
+                     YAML_MAX_DEPTH);
             return -EINVAL;
         }
-        /* Walking the tree visits an aliased subtree once per use: counting it in full keeps
-         * "billion laughs" documents from costing more than a large plain one. */
-        t->weight += n->weight;
-        if (t->weight > YAML_MAX_NODES) {
-            snprintf(msg, msg_len, "line %zu column %zu: aliases expand to more than %zu YAML nodes",
-                     ev->start_mark.line + 1, ev->start_mark.column + 1, YAML_MAX_NODES);
-            return -EINVAL;
-        }
-        return yloader_attach(l, n);
-
-    case YAML_SCALAR_EVENT:
-        n = ynode_new(t, YNODE_SCALAR, ev->start_mark);
-        if (!n)
-            return -ENOMEM;
-        n->len = ev->data.scalar.length;
-        n->value = malloc(n->len + 1);
-        if (!n->value)
-            return -ENOMEM;
-        memcpy(n->value, ev->data.scalar.value, n->len);
-        n->value[n->len] = '\0';
-        n->plain = ev->data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
-        if (ev->data.scalar.anchor) {
-            int rc = yloader_anchor(l, (const char *)ev->data.scalar.anchor, n);
-            if (rc == -E2BIG) {
-                snprintf(msg, msg_len, "line %zu column %zu: more than %d anchors", ev->start_mark.line + 1,
-                         ev->start_mark.column + 1, YAML_MAX_ANCHORS);
-                return -EINVAL;
-            }
+        k->state[i] = YCHECK_OPEN;
+        size_t weight = 1, height = 0;
+        size_t count = n->type == YAML_SEQUENCE_NODE ? seq_len(n)
+                       : n->type == YAML_MAPPING_NODE
+                           ? 2 * (size_t)(n->data.mapping.pairs.top - n->data.mapping.pairs.start)
+                           : 0;
+        for (size_t c = 0; c < count; c++) {
+            int child = n->type == YAML_SEQUENCE_NODE ? n->data.sequence.items.start[c]
+                        : c % 2 == 0                 ? n->data.mapping.pairs.start[c / 2].key
+                                                     : n->data.mapping.pairs.start[c / 2].value;
+            int rc = ycheck_node(k, child, depth + 1);
             if (rc < 0)
                 return rc;
-        }
-        return yloader_attach(l, n);
-
-    case YAML_SEQUENCE_START_EVENT:
-    case YAML_MAPPING_START_EVENT:
-        if (l->depth == YAML_MAX_DEPTH) {
-            snprintf(msg, msg_len, "line %zu column %zu: nested deeper than %d levels", ev->start_mark.line + 1,
-                     ev->start_mark.column + 1, YAML_MAX_DEPTH);
-            return -EINVAL;
-        }
-        n = ynode_new(t, ev->type == YAML_MAPPING_START_EVENT ? YNODE_MAPPING : YNODE_SEQUENCE, ev->start_mark);
-        if (!n)
-            return -ENOMEM;
-        anchor = ev->type == YAML_MAPPING_START_EVENT ? (const char *)ev->data.mapping_start.anchor
-                                                      : (const char *)ev->data.sequence_start.anchor;
-        if (anchor && !(n->anchor = strdup(anchor)))
-            return -ENOMEM;
-        l->stack[l->depth++] = n;
-        return 0;
-
-    case YAML_SEQUENCE_END_EVENT:
-    case YAML_MAPPING_END_EVENT:
-        if (l->depth == 0)
-            return 0; /* libyaml never sends this; nothing to close */
-        n = l->stack[--l->depth];
-        if (n->anchor) {
-            int rc = yloader_anchor(l, n->anchor, n);
-            if (rc == -E2BIG) {
-                snprintf(msg, msg_len, "line %zu column %zu: more than %d anchors", n->line, n->column,
-                         YAML_MAX_ANCHORS);
+            weight += k->weight[child - 1];
+            if (weight > YAML_MAX_NODES) {
+                snprintf(k->msg, k->msg_len, "line %zu column %zu: aliases expand to more than %zu YAML nodes",
+                         yline(n), ycolumn(n), YAML_MAX_NODES);
                 return -EINVAL;
             }
-            if (rc < 0)
-                return rc;
+            if (k->height[child - 1] > height)
+                height = k->height[child - 1];
         }
-        return yloader_attach(l, n);
-
-    default:
-        return 0;
+        k->weight[i] = weight;
+        k->height[i] = (unsigned char)(n->type == YAML_SCALAR_NODE ? 0 : height + 1);
+        k->state[i] = YCHECK_DONE;
     }
+    /* A node checked before, reached again through an alias deeper down. */
+    if (depth + k->height[i] > YAML_MAX_DEPTH) {
+        snprintf(k->msg, k->msg_len, "line %zu column %zu: nested deeper than %d levels", yline(n), ycolumn(n),
+                 YAML_MAX_DEPTH);
+        return -EINVAL;
+    }
+    return 0;
 }
 
-/* Parses the first YAML document of text into t. Returns 0, KUBE_ECONFIG with
- * "<name>: <problem>" in err, or KUBE_ENOMEM. */
-static int ytree_load(const char *name, const char *text, size_t len, struct ytree *t, char *err, size_t err_len)
+/* Returns 0, -ENOMEM, or -EINVAL with msg written. */
+static int ydoc_check(const yaml_document_t *d, char *msg, size_t msg_len)
 {
-    yaml_parser_t parser;
-    struct yloader l;
-    char msg[512] = "";
-    int rc = 0;
-
-    memset(t, 0, sizeof(*t));
-    memset(&l, 0, sizeof(l));
-    l.tree = t;
-    if (!yaml_parser_initialize(&parser))
-        return fail_nomem(err, err_len);
-    yaml_parser_set_input_string(&parser, (const unsigned char *)(text ? text : ""), text ? len : 0);
-
-    for (;;) {
-        yaml_event_t ev;
-        if (!yaml_parser_parse(&parser, &ev)) {
-            if (parser.error == YAML_MEMORY_ERROR) {
-                rc = fail_nomem(err, err_len);
-            } else {
-                yaml_problem(&parser, msg, sizeof(msg));
-                rc = fail(err, err_len, "%s: %s", name, msg);
-            }
-            break;
-        }
-        yaml_event_type_t type = ev.type;
-        int erc = yloader_event(&l, &ev, msg, sizeof(msg));
-        yaml_event_delete(&ev);
-        if (erc == -ENOMEM) {
-            rc = fail_nomem(err, err_len);
-            break;
-        }
-        if (erc < 0) {
-            rc = fail(err, err_len, "%s: %s", name, msg);
-            break;
-        }
-        /* A kubeconfig is one document; like kubectl, read the first and ignore the rest. */
-        if (type == YAML_DOCUMENT_END_EVENT || type == YAML_STREAM_END_EVENT)
-            break;
+    size_t count = (size_t)(d->nodes.top - d->nodes.start);
+    if (count == 0)
+        return 0;
+    if (count > YAML_MAX_NODES) {
+        const yaml_node_t *n = d->nodes.start + YAML_MAX_NODES;
+        snprintf(msg, msg_len, "line %zu column %zu: more than %zu YAML nodes", yline(n), ycolumn(n),
+                 YAML_MAX_NODES);
+        return -EINVAL;
     }
-
-    yaml_parser_delete(&parser);
-    for (size_t i = 0; i < l.anchor_count; i++)
-        free(l.anchors[i].name);
-    free(l.anchors);
-    if (rc < 0)
-        ytree_free(t);
+    struct ycheck k = {.doc = d, .msg = msg, .msg_len = msg_len};
+    k.state = calloc(count, 1);
+    k.weight = calloc(count, sizeof(*k.weight));
+    k.height = calloc(count, 1);
+    int rc = k.state && k.weight && k.height ? ycheck_node(&k, 1, 0) : -ENOMEM;
+    free(k.state);
+    free(k.weight);
+    free(k.height);
     return rc;
 }
 
-/* ---- reading the tree -------------------------------------------------------------------- */
+/* Loads the first YAML document of text into d (a stream without one gives a document
+ * without nodes) and checks it. Returns 0, KUBE_ECONFIG with "<name>: <problem>" in err, or
+ * KUBE_ENOMEM; d is to be freed with yaml_document_delete only on success. */
+static int ydoc_load(const char *name, const char *text, size_t len, yaml_document_t *d, char *err, size_t err_len)
+{
+    yaml_parser_t parser;
+    char msg[512] = "";
+    int rc = 0;
+    if (!yaml_parser_initialize(&parser))
+        return fail_nomem(err, err_len);
+    yaml_parser_set_input_string(&parser, (const unsigned char *)(text ? text : ""), text ? len : 0);
+    /* A kubeconfig is one document; like kubectl, read the first and ignore the rest. */
+    if (!yaml_parser_load(&parser, d)) {
+        if (parser.error == YAML_MEMORY_ERROR) {
+            rc = fail_nomem(err, err_len);
+        } else {
+            yaml_problem(&parser, msg, sizeof(msg));
+            rc = fail(err, err_len, "%s: %s", name, msg);
+        }
+        yaml_parser_delete(&parser);
+        return rc; /* libyaml freed d */
+    }
+    yaml_parser_delete(&parser);
+    rc = ydoc_check(d, msg, sizeof(msg));
+    if (rc == -ENOMEM)
+        rc = fail_nomem(err, err_len);
+    else if (rc < 0)
+        rc = fail(err, err_len, "%s: %s", name, msg);
+    if (rc < 0)
+        yaml_document_delete(d);
+    return rc;
+}
 
-static bool ynode_is_null(const struct ynode *n)
+/* ---- reading the document ---------------------------------------------------------------- */
+
+static bool ynode_is_null(const yaml_node_t *n)
 {
     if (!n)
         return true;
-    if (n->kind != YNODE_SCALAR || !n->plain)
+    if (n->type != YAML_SCALAR_NODE || n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
         return false;
-    return n->len == 0 || strcmp(n->value, "~") == 0 || strcmp(n->value, "null") == 0 ||
-           strcmp(n->value, "Null") == 0 || strcmp(n->value, "NULL") == 0;
+    const char *v = ytext(n);
+    return n->data.scalar.length == 0 || strcmp(v, "~") == 0 || strcmp(v, "null") == 0 || strcmp(v, "Null") == 0 ||
+           strcmp(v, "NULL") == 0;
 }
 
-static bool ynode_equals(const struct ynode *n, const char *s)
+static bool ynode_equals(const yaml_node_t *n, const char *s)
 {
     size_t len = strlen(s);
-    return n->kind == YNODE_SCALAR && n->len == len && memcmp(n->value, s, len) == 0;
+    return n && n->type == YAML_SCALAR_NODE && n->data.scalar.length == len && memcmp(ytext(n), s, len) == 0;
 }
 
 /* The value of key in a mapping (the first, if the key repeats), or NULL. */
-static const struct ynode *map_get(const struct ynode *map, const char *key)
+static const yaml_node_t *map_get(const yaml_document_t *d, const yaml_node_t *map, const char *key)
 {
-    if (!map || map->kind != YNODE_MAPPING)
+    if (!map || map->type != YAML_MAPPING_NODE)
         return NULL;
-    for (size_t i = 0; i + 1 < map->count; i += 2)
-        if (ynode_equals(map->items[i], key))
-            return map->items[i + 1];
+    for (const yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++)
+        if (ynode_equals(ynode_at(d, p->key), key))
+            return ynode_at(d, p->value);
     return NULL;
 }
 
@@ -610,8 +495,9 @@ static const struct ynode *map_get(const struct ynode *map, const char *key)
 struct kc_file {
     char *name;        /* for messages: the path, or "kubeconfig" for text given in memory */
     char *dir;         /* where relative paths start; NULL for the current directory */
-    struct ytree tree;
-    const struct ynode *root; /* a mapping, or NULL for an empty file */
+    yaml_document_t doc;
+    bool loaded;              /* doc is to be deleted */
+    const yaml_node_t *root;  /* a mapping, or NULL for an empty file */
 };
 
 /* Names what an error is about, e.g. `user "u" (context "c")`. */
@@ -621,42 +507,43 @@ struct subject {
 };
 
 /* A string field: *out is NULL when the field is absent, null or empty. */
-static int field_string(const struct subject *s, const struct ynode *map, const char *key, const char **out,
+static int field_string(const struct subject *s, const yaml_node_t *map, const char *key, const char **out,
                         char *err, size_t err_len)
 {
-    const struct ynode *n = map_get(map, key);
+    const yaml_node_t *n = map_get(&s->file->doc, map, key);
     *out = NULL;
     if (ynode_is_null(n))
         return 0;
-    if (n->kind != YNODE_SCALAR)
+    if (n->type != YAML_SCALAR_NODE)
         return fail(err, err_len, "%s: line %zu column %zu: %s: %s must be a string, found %s", s->file->name,
-                    n->line, n->column, s->what, key, ynode_kind_name(n));
-    if (memchr(n->value, '\0', n->len))
-        return fail(err, err_len, "%s: line %zu column %zu: %s: %s contains a NUL byte", s->file->name, n->line,
-                    n->column, s->what, key);
-    if (n->len > 0)
-        *out = n->value;
+                    yline(n), ycolumn(n), s->what, key, ynode_kind_name(n));
+    if (memchr(ytext(n), '\0', n->data.scalar.length))
+        return fail(err, err_len, "%s: line %zu column %zu: %s: %s contains a NUL byte", s->file->name, yline(n),
+                    ycolumn(n), s->what, key);
+    if (n->data.scalar.length > 0)
+        *out = ytext(n);
     return 0;
 }
 
 /* `true` only when written as a YAML boolean true; an absent field is false. */
-static int field_bool(const struct subject *s, const struct ynode *map, const char *key, bool *out, char *err,
+static int field_bool(const struct subject *s, const yaml_node_t *map, const char *key, bool *out, char *err,
                       size_t err_len)
 {
-    const struct ynode *n = map_get(map, key);
+    const yaml_node_t *n = map_get(&s->file->doc, map, key);
     *out = false;
     if (ynode_is_null(n))
         return 0;
-    if (n->kind == YNODE_SCALAR && n->plain) {
-        if (!strcmp(n->value, "true") || !strcmp(n->value, "True") || !strcmp(n->value, "TRUE")) {
+    if (n->type == YAML_SCALAR_NODE && n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE) {
+        const char *v = ytext(n);
+        if (!strcmp(v, "true") || !strcmp(v, "True") || !strcmp(v, "TRUE")) {
             *out = true;
             return 0;
         }
-        if (!strcmp(n->value, "false") || !strcmp(n->value, "False") || !strcmp(n->value, "FALSE"))
+        if (!strcmp(v, "false") || !strcmp(v, "False") || !strcmp(v, "FALSE"))
             return 0;
     }
-    return fail(err, err_len, "%s: line %zu column %zu: %s: %s must be true or false", s->file->name, n->line,
-                n->column, s->what, key);
+    return fail(err, err_len, "%s: line %zu column %zu: %s: %s must be true or false", s->file->name, yline(n),
+                ycolumn(n), s->what, key);
 }
 
 static void blob_free(struct kube_blob *b)
@@ -670,7 +557,7 @@ static void blob_free(struct kube_blob *b)
 }
 
 /* A credential from data_key (base64) or, when that is unset, from the file path_key. */
-static int field_blob(const struct subject *s, const struct ynode *map, const char *data_key, const char *path_key,
+static int field_blob(const struct subject *s, const yaml_node_t *map, const char *data_key, const char *path_key,
                       struct kube_blob *out, char *err, size_t err_len)
 {
     const char *data, *path;
@@ -842,17 +729,18 @@ static void kc_file_free(struct kc_file *f)
 {
     free(f->name);
     free(f->dir);
-    ytree_free(&f->tree);
+    if (f->loaded)
+        yaml_document_delete(&f->doc);
     memset(f, 0, sizeof(*f));
 }
 
 /* `clusters[i]` described by its name when it has a usable one. */
-static void describe_item(char *out, size_t len, const char *list, const char *singular, size_t index,
-                          const struct ynode *item)
+static void describe_item(const struct kc_file *f, char *out, size_t len, const char *list, const char *singular,
+                          size_t index, const yaml_node_t *item)
 {
-    const struct ynode *name = map_get(item, "name");
-    if (name && name->kind == YNODE_SCALAR && !ynode_is_null(name))
-        snprintf(out, len, "%s \"%.*s\"", singular, NAME_MAX_SHOWN, name->value);
+    const yaml_node_t *name = map_get(&f->doc, item, "name");
+    if (name && name->type == YAML_SCALAR_NODE && !ynode_is_null(name))
+        snprintf(out, len, "%s \"%.*s\"", singular, NAME_MAX_SHOWN, ytext(name));
     else
         snprintf(out, len, "%s[%zu]", list, index);
 }
@@ -862,27 +750,27 @@ static void describe_item(char *out, size_t len, const char *list, const char *s
 static int check_named_list(const struct kc_file *f, const char *list, const char *singular, const char *body_key,
                             char *err, size_t err_len)
 {
-    const struct ynode *seq = map_get(f->root, list);
+    const yaml_node_t *seq = map_get(&f->doc, f->root, list);
     if (ynode_is_null(seq))
         return 0;
-    if (seq->kind != YNODE_SEQUENCE)
-        return fail(err, err_len, "%s: line %zu column %zu: %s must be a list, found %s", f->name, seq->line,
-                    seq->column, list, ynode_kind_name(seq));
-    for (size_t i = 0; i < seq->count; i++) {
-        const struct ynode *item = seq->items[i];
+    if (seq->type != YAML_SEQUENCE_NODE)
+        return fail(err, err_len, "%s: line %zu column %zu: %s must be a list, found %s", f->name, yline(seq),
+                    ycolumn(seq), list, ynode_kind_name(seq));
+    for (size_t i = 0; i < seq_len(seq); i++) {
+        const yaml_node_t *item = seq_item(&f->doc, seq, i);
         char what[NAME_MAX_SHOWN + 64];
-        if (item->kind != YNODE_MAPPING)
+        if (item->type != YAML_MAPPING_NODE)
             return fail(err, err_len, "%s: line %zu column %zu: %s[%zu] must be a mapping, found %s", f->name,
-                        item->line, item->column, list, i, ynode_kind_name(item));
-        const struct ynode *name = map_get(item, "name");
-        if (!ynode_is_null(name) && name->kind != YNODE_SCALAR)
+                        yline(item), ycolumn(item), list, i, ynode_kind_name(item));
+        const yaml_node_t *name = map_get(&f->doc, item, "name");
+        if (!ynode_is_null(name) && name->type != YAML_SCALAR_NODE)
             return fail(err, err_len, "%s: line %zu column %zu: %s[%zu].name must be a string, found %s", f->name,
-                        name->line, name->column, list, i, ynode_kind_name(name));
-        describe_item(what, sizeof(what), list, singular, i, item);
-        const struct ynode *body = map_get(item, body_key);
-        if (!ynode_is_null(body) && body->kind != YNODE_MAPPING)
+                        yline(name), ycolumn(name), list, i, ynode_kind_name(name));
+        describe_item(f, what, sizeof(what), list, singular, i, item);
+        const yaml_node_t *body = map_get(&f->doc, item, body_key);
+        if (!ynode_is_null(body) && body->type != YAML_MAPPING_NODE)
             return fail(err, err_len, "%s: line %zu column %zu: %s: %s must be a mapping, found %s", f->name,
-                        body->line, body->column, what, body_key, ynode_kind_name(body));
+                        yline(body), ycolumn(body), what, body_key, ynode_kind_name(body));
     }
     return 0;
 }
@@ -898,20 +786,21 @@ static int kc_file_parse(struct kc_file *f, char *name, char *dir, const char *t
         return fail_nomem(err, err_len);
     if (len > KUBECONFIG_MAX_BYTES)
         return fail(err, err_len, "%s: larger than %zu bytes", name, KUBECONFIG_MAX_BYTES);
-    int rc = ytree_load(name, text, len, &f->tree, err, err_len);
+    int rc = ydoc_load(name, text, len, &f->doc, err, err_len);
     if (rc < 0)
         return rc;
-    const struct ynode *root = f->tree.root;
+    f->loaded = true;
+    const yaml_node_t *root = ynode_at(&f->doc, 1);
     if (ynode_is_null(root))
         return 0; /* an empty file: contributes nothing, as with kubectl */
-    if (root->kind != YNODE_MAPPING)
+    if (root->type != YAML_MAPPING_NODE)
         return fail(err, err_len, "%s: line %zu column %zu: the top level must be a mapping, found %s", name,
-                    root->line, root->column, ynode_kind_name(root));
+                    yline(root), ycolumn(root), ynode_kind_name(root));
     f->root = root;
-    const struct ynode *cc = map_get(root, "current-context");
-    if (!ynode_is_null(cc) && cc->kind != YNODE_SCALAR)
+    const yaml_node_t *cc = map_get(&f->doc, root, "current-context");
+    if (!ynode_is_null(cc) && cc->type != YAML_SCALAR_NODE)
         return fail(err, err_len, "%s: line %zu column %zu: current-context must be a string, found %s", name,
-                    cc->line, cc->column, ynode_kind_name(cc));
+                    yline(cc), ycolumn(cc), ynode_kind_name(cc));
     if ((rc = check_named_list(f, "clusters", "cluster", "cluster", err, err_len)) < 0 ||
         (rc = check_named_list(f, "users", "user", "user", err, err_len)) < 0 ||
         (rc = check_named_list(f, "contexts", "context", "context", err, err_len)) < 0)
@@ -921,7 +810,7 @@ static int kc_file_parse(struct kc_file *f, char *name, char *dir, const char *t
 
 struct entry {
     const struct kc_file *file;
-    const struct ynode *body; /* the entry's cluster/user/context mapping; NULL when absent */
+    const yaml_node_t *body; /* the entry's cluster/user/context mapping; NULL when absent */
 };
 
 /* Finds the entry called name in the first file that defines it. */
@@ -929,13 +818,14 @@ static bool find_entry(const struct kc_file *files, size_t nfiles, const char *l
                        const char *name, struct entry *out)
 {
     for (size_t f = 0; f < nfiles; f++) {
-        const struct ynode *seq = map_get(files[f].root, list);
-        if (!seq || seq->kind != YNODE_SEQUENCE)
+        const yaml_document_t *d = &files[f].doc;
+        const yaml_node_t *seq = map_get(d, files[f].root, list);
+        if (!seq || seq->type != YAML_SEQUENCE_NODE)
             continue;
-        for (size_t i = 0; i < seq->count; i++) {
-            const struct ynode *n = map_get(seq->items[i], "name");
+        for (size_t i = 0; i < seq_len(seq); i++) {
+            const yaml_node_t *n = map_get(d, seq_item(d, seq, i), "name");
             if (n && !ynode_is_null(n) && ynode_equals(n, name)) {
-                const struct ynode *body = map_get(seq->items[i], body_key);
+                const yaml_node_t *body = map_get(d, seq_item(d, seq, i), body_key);
                 out->file = &files[f];
                 out->body = ynode_is_null(body) ? NULL : body;
                 return true;
@@ -1007,9 +897,10 @@ static int load_user(const struct entry *e, const char *user, const char *contex
                     e->file->name, s.what);
 
     if (!token && !token_file && !cfg->client_cert.data) {
-        const char *plugin = !ynode_is_null(map_get(e->body, "exec"))            ? "exec"
-                             : !ynode_is_null(map_get(e->body, "auth-provider")) ? "auth-provider"
-                                                                                   : NULL;
+        const yaml_document_t *d = &e->file->doc;
+        const char *plugin = !ynode_is_null(map_get(d, e->body, "exec"))            ? "exec"
+                             : !ynode_is_null(map_get(d, e->body, "auth-provider")) ? "auth-provider"
+                                                                                      : NULL;
         if (plugin)
             return fail(err, err_len,
                         "%s: %s: credential plugins (%s) are not supported; give the user a token, "
@@ -1052,12 +943,12 @@ static int kc_resolve(const struct kc_file *files, size_t nfiles, const char *so
             all_empty = false;
         if (ctx_name)
             continue;
-        const struct ynode *cc = map_get(files[i].root, "current-context");
-        if (ynode_is_null(cc) || cc->len == 0)
+        const yaml_node_t *cc = map_get(&files[i].doc, files[i].root, "current-context");
+        if (ynode_is_null(cc) || cc->data.scalar.length == 0)
             continue;
-        if (memchr(cc->value, '\0', cc->len))
+        if (memchr(ytext(cc), '\0', cc->data.scalar.length))
             return fail(err, err_len, "%s: current-context contains a NUL byte", files[i].name);
-        ctx_name = cc->value;
+        ctx_name = ytext(cc);
     }
     if (!ctx_name) {
         if (all_empty)

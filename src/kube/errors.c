@@ -27,6 +27,7 @@ const char *kube_strerror(int code)
     case KUBE_EHTTP: return "unexpected HTTP status";
     case KUBE_ECANCELED: return "canceled";
     case KUBE_ETIMEOUT: return "timed out";
+    case KUBE_ENOTLEADER: return "not the leader: writes are fenced (the lease may have passed to another replica)";
     default: return "unknown error";
     }
 }

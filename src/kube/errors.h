@@ -26,7 +26,8 @@ enum kube_error {
     KUBE_EMETHOD = -1021,         /* 405 */
     KUBE_EHTTP = -1022,           /* another non-2xx status */
     KUBE_ECANCELED = -1023,       /* stopped by the caller (watch stop, shutdown) */
-    KUBE_ETIMEOUT = -1024,        /* 504 or a server-side Timeout status */
+    KUBE_ETIMEOUT = -1024,        /* 504, a server-side Timeout status, or the caller's deadline */
+    KUBE_ENOTLEADER = -1025,      /* a write refused by the client: its lease may have lapsed */
 };
 
 /* A static description of the code. */

@@ -221,11 +221,12 @@ static void create_event(struct event_recorder *r, const struct pending_event *e
                          const char *key)
 {
     int rc = KUBE_ENOMEM;
+    struct kube_status st = {.retry_after_s = -1};
     /* A second name only on AlreadyExists, which another process's clock could cause. */
     for (int attempt = 0; attempt < 2; attempt++) {
         char *name = event_name(ev->name);
         cJSON *e = name ? build_event(r, ev, name) : NULL;
-        rc = e ? kube_create(r->client, &KUBE_EVENTS, ev->namespace, e, NULL, NULL) : KUBE_ENOMEM;
+        rc = e ? kube_create(r->client, &KUBE_EVENTS, ev->namespace, e, NULL, &st) : KUBE_ENOMEM;
         if (rc == 0 && key)
             cache_add(r, key, ev->namespace, name);
         cJSON_Delete(e);
@@ -234,8 +235,9 @@ static void create_event(struct event_recorder *r, const struct pending_event *e
             break;
     }
     if (rc < 0)
-        log_warn("event create failed", "namespace=%s object=%s/%s reason=%s error=\"%s\"",
-                 ev->namespace, ev->kind, ev->name, ev->reason, kube_strerror(rc));
+        log_warn("event create failed", "namespace=%s object=%s/%s reason=%s error=\"%s\" message=\"%s\"",
+                 ev->namespace, ev->kind, ev->name, ev->reason, kube_strerror(rc), log_quote(st.message));
+    kube_status_clear(&st);
 }
 
 static void write_event(struct event_recorder *r, const struct pending_event *ev)
@@ -251,16 +253,18 @@ static void write_event(struct event_recorder *r, const struct pending_event *ev
         char body[96];
         snprintf(body, sizeof(body), "{\"count\":%ld,\"lastTimestamp\":\"%s\"}", a->count, ts);
         struct kube_patch_opts opts = {.type = KUBE_PATCH_MERGE};
+        struct kube_status st = {.retry_after_s = -1};
         int rc = kube_patch(r->client, &KUBE_EVENTS, a->namespace, a->event_name, body, &opts,
-                            NULL, NULL);
+                            NULL, &st);
         if (rc == KUBE_ENOTFOUND) {
             /* Deleted behind our back (or expired by the server's TTL): start over. */
             cache_remove(r, a);
             create_event(r, ev, key);
         } else if (rc < 0) {
-            log_warn("event patch failed", "namespace=%s event=%s count=%ld error=\"%s\"",
-                     a->namespace, a->event_name, a->count, kube_strerror(rc));
+            log_warn("event patch failed", "namespace=%s event=%s count=%ld error=\"%s\" message=\"%s\"",
+                     a->namespace, a->event_name, a->count, kube_strerror(rc), log_quote(st.message));
         }
+        kube_status_clear(&st);
     } else {
         create_event(r, ev, key);
     }

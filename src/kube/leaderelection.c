@@ -38,7 +38,14 @@ struct leader_elector {
     char *observed_record; /* its spec, flattened: a change of this restarts observed_ms */
     uint64_t observed_ms;  /* monotonic time at which observed_record last changed */
     char *reported_leader; /* the last identity given to on_new_leader */
+    struct kube_status st; /* the Status of the last failed Lease request, for log lines */
 };
+
+/* The server's message about the last failed Lease request ("" when none). */
+static const char *status_message(const struct leader_elector *le)
+{
+    return log_quote(le->st.message);
+}
 
 /* ---- the observed record ------------------------------------------------------------- */
 
@@ -161,7 +168,7 @@ static int replace_lease(struct leader_elector *le, cJSON *lease)
 {
     cJSON *out = NULL;
     int rc = kube_replace(le->client, &KUBE_LEASES, le->lease_namespace, le->lease_name, lease,
-                          &out, NULL);
+                          &out, &le->st);
     if (rc < 0) {
         cJSON_Delete(lease);
         return rc;
@@ -176,7 +183,7 @@ static int replace_lease(struct leader_elector *le, cJSON *lease)
 }
 
 /* One attempt, as client-go's tryAcquireOrRenew. True when we hold the Lease afterwards. */
-static bool try_acquire_or_renew(struct leader_elector *le)
+static bool attempt_acquire_or_renew(struct leader_elector *le)
 {
     char now[28];
     clock_rfc3339_micro(now);
@@ -191,8 +198,10 @@ static bool try_acquire_or_renew(struct leader_elector *le)
             int rc = replace_lease(le, lease);
             if (rc == 0)
                 return true;
-            log_debug("lease renew on cached copy failed", "lease=%s/%s error=\"%s\"",
-                      le->lease_namespace, le->lease_name, kube_strerror(rc));
+            log_debug("lease renew on cached copy failed", "lease=%s/%s error=\"%s\" message=\"%s\"",
+                      le->lease_namespace, le->lease_name, kube_strerror(rc), status_message(le));
+            if (rc == KUBE_ETIMEOUT)
+                return false; /* cut off at the deadline: no time left for a GET */
         } else {
             cJSON_Delete(lease);
         }
@@ -200,17 +209,17 @@ static bool try_acquire_or_renew(struct leader_elector *le)
 
     cJSON *current = NULL;
     int rc = kube_get(le->client, &KUBE_LEASES, le->lease_namespace, le->lease_name, &current,
-                      NULL);
+                      &le->st);
     if (rc == KUBE_ENOTFOUND) {
         cJSON *lease = new_lease(le, now);
         cJSON *out = NULL;
-        rc = lease ? kube_create(le->client, &KUBE_LEASES, le->lease_namespace, lease, &out, NULL)
+        rc = lease ? kube_create(le->client, &KUBE_LEASES, le->lease_namespace, lease, &out, &le->st)
                    : KUBE_ENOMEM;
         if (rc < 0) {
             cJSON_Delete(lease);
             if (rc != KUBE_EALREADYEXISTS)
-                log_warn("lease create failed", "lease=%s/%s error=\"%s\"", le->lease_namespace,
-                         le->lease_name, kube_strerror(rc));
+                log_warn("lease create failed", "lease=%s/%s error=\"%s\" message=\"%s\"", le->lease_namespace,
+                         le->lease_name, kube_strerror(rc), status_message(le));
             return false;
         }
         if (out) {
@@ -221,8 +230,8 @@ static bool try_acquire_or_renew(struct leader_elector *le)
         return true;
     }
     if (rc < 0) {
-        log_warn("lease get failed", "lease=%s/%s error=\"%s\"", le->lease_namespace,
-                 le->lease_name, kube_strerror(rc));
+        log_warn("lease get failed", "lease=%s/%s error=\"%s\" message=\"%s\"", le->lease_namespace,
+                 le->lease_name, kube_strerror(rc), status_message(le));
         return false;
     }
     if (!current)
@@ -252,11 +261,28 @@ static bool try_acquire_or_renew(struct leader_elector *le)
             log_debug("lease update lost a race", "lease=%s/%s identity=%s", le->lease_namespace,
                       le->lease_name, le->identity);
         else
-            log_warn("lease update failed", "lease=%s/%s error=\"%s\"", le->lease_namespace,
-                     le->lease_name, kube_strerror(rc));
+            log_warn("lease update failed", "lease=%s/%s error=\"%s\" message=\"%s\"", le->lease_namespace,
+                     le->lease_name, kube_strerror(rc), status_message(le));
         return false;
     }
     return true;
+}
+
+/* One attempt whose requests all end by deadline_ms (monotonic), as client-go runs
+ * tryAcquireOrRenew under a context with the renew deadline. */
+static bool try_acquire_or_renew(struct leader_elector *le, uint64_t deadline_ms)
+{
+    uint64_t prev = kube_set_thread_deadline(deadline_ms);
+    bool held = attempt_acquire_or_renew(le);
+    kube_set_thread_deadline(prev);
+    return held;
+}
+
+/* Moves the fenced client's write deadline (no-op without one). */
+static void fence_writes_at(struct leader_elector *le, uint64_t until_ms)
+{
+    if (le->cfg.fenced_client)
+        kube_client_set_write_deadline(le->cfg.fenced_client, until_ms);
 }
 
 /* client-go's release: an empty holder and a one-second term, so a standby need not wait. */
@@ -274,8 +300,8 @@ static void release_lease(struct leader_elector *le)
     }
     int rc = replace_lease(le, lease);
     if (rc < 0)
-        log_warn("lease release failed", "lease=%s/%s error=\"%s\"", le->lease_namespace,
-                 le->lease_name, kube_strerror(rc));
+        log_warn("lease release failed", "lease=%s/%s error=\"%s\" message=\"%s\"", le->lease_namespace,
+                 le->lease_name, kube_strerror(rc), status_message(le));
     else
         log_info("lease released", "lease=%s/%s identity=%s", le->lease_namespace,
                  le->lease_name, le->identity);
@@ -317,6 +343,7 @@ static uint64_t jittered_retry(const struct leader_elector *le)
 
 static void stop_leading(struct leader_elector *le, const char *why)
 {
+    fence_writes_at(le, KUBE_WRITES_FENCED);
     atomic_store(&le->leading, false);
     atomic_store(&le->valid_until_ms, 0);
     log_warn("stopped leading", "lease=%s/%s identity=%s reason=\"%s\"", le->lease_namespace,
@@ -334,9 +361,11 @@ static bool acquire(struct leader_elector *le)
         if (is_stopping(le))
             return false;
         uint64_t start = clock_now_ms();
+        uint64_t term_end = start + le->cfg.renew_deadline_ms;
         /* A write that took past the renew deadline would start a term already over. */
-        if (try_acquire_or_renew(le) && clock_now_ms() < start + le->cfg.renew_deadline_ms) {
-            atomic_store(&le->valid_until_ms, start + le->cfg.renew_deadline_ms);
+        if (try_acquire_or_renew(le, term_end) && clock_now_ms() < term_end) {
+            atomic_store(&le->valid_until_ms, term_end);
+            fence_writes_at(le, term_end);
             atomic_store(&le->leading, true);
             log_info("started leading", "lease=%s/%s identity=%s", le->lease_namespace,
                      le->lease_name, le->identity);
@@ -358,11 +387,14 @@ static bool renew(struct leader_elector *le)
         if (!wait_until(le, last_attempt + le->cfg.retry_period_ms))
             return true;
         last_attempt = clock_now_ms();
-        bool renewed = try_acquire_or_renew(le);
-        /* As client-go, whose renew request is cut off at the deadline: a renew that lands
-         * late still ends this term, so is_leader never turns false without a callback. */
-        if (renewed && clock_now_ms() < atomic_load(&le->valid_until_ms)) {
-            atomic_store(&le->valid_until_ms, last_attempt + le->cfg.renew_deadline_ms);
+        uint64_t term_end = atomic_load(&le->valid_until_ms);
+        /* As client-go: the renew's requests are cut off when the term ends, so leadership
+         * ends on time even when the server holds them. */
+        bool renewed = try_acquire_or_renew(le, term_end);
+        if (renewed && clock_now_ms() < term_end) {
+            uint64_t next = last_attempt + le->cfg.renew_deadline_ms;
+            atomic_store(&le->valid_until_ms, next);
+            fence_writes_at(le, next);
             continue;
         }
         if (le->observed && !observed_is_ours(le)) {
@@ -389,8 +421,12 @@ static void *elector_main(void *arg)
             break;
     }
     if (atomic_load(&le->leading)) {
-        if (!le->cfg.keep_lease_on_stop)
+        fence_writes_at(le, KUBE_WRITES_FENCED);
+        if (!le->cfg.keep_lease_on_stop) {
+            uint64_t prev = kube_set_thread_deadline(clock_now_ms() + le->cfg.renew_deadline_ms);
             release_lease(le);
+            kube_set_thread_deadline(prev);
+        }
         atomic_store(&le->leading, false);
         atomic_store(&le->valid_until_ms, 0);
         log_info("stopped leading", "lease=%s/%s identity=%s reason=shutdown",
@@ -414,6 +450,7 @@ static void elector_free(struct leader_elector *le)
     cJSON_Delete(le->observed);
     free(le->observed_record);
     free(le->reported_leader);
+    kube_status_clear(&le->st);
     free(le);
 }
 
@@ -435,6 +472,9 @@ int leader_elector_start(struct kube_client *c, const struct leader_election_con
     if (conf.renew_deadline_ms >= conf.lease_duration_ms ||
         conf.retry_period_ms >= conf.renew_deadline_ms)
         return KUBE_EINVAL;
+    /* Fencing its own client would keep the elector from ever writing the Lease. */
+    if (conf.fenced_client == c)
+        return KUBE_EINVAL;
 
     struct leader_elector *le = calloc(1, sizeof(*le));
     if (!le)
@@ -455,6 +495,7 @@ int leader_elector_start(struct kube_client *c, const struct leader_election_con
     conf.lease_name = le->lease_name;
     conf.identity = le->identity;
     le->cfg = conf;
+    fence_writes_at(le, KUBE_WRITES_FENCED); /* a candidate writes nothing until it leads */
     if (pthread_create(&le->thread, NULL, elector_main, le) != 0) {
         elector_free(le);
         return KUBE_ENOMEM;

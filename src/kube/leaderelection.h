@@ -6,7 +6,19 @@
  * candidates does not matter). The leader renews every retry_period; when it cannot renew
  * within renew_deadline it gives up leadership at once (on_stopped_leading). Writes use the
  * Lease's resourceVersion, so two candidates never both win. On stop, a leader releases the
- * Lease (holderIdentity cleared, leaseDurationSeconds 1) so a standby takes over at once. */
+ * Lease (holderIdentity cleared, leaseDurationSeconds 1) so a standby takes over at once.
+ *
+ * As in client-go, every Lease request runs under a deadline: an acquire attempt must finish
+ * within renew_deadline of its start, and a renew by the time leadership lapses (renew_deadline
+ * after the start of the last successful renew). A request is cut off there, never retried
+ * past it, so leadership ends at that moment even when the server holds the request.
+ *
+ * Fencing: a standby's clock starts when it sees the leader's last renew, which the leader
+ * started earlier, so the leader's term (renew_deadline from that start) always ends before a
+ * standby can take over (lease_duration from a later moment). With fenced_client set, the
+ * elector keeps that client's write deadline (kube_client_set_write_deadline) at the end of
+ * its term: no write of that client is sent, or still in flight, once leadership has lapsed,
+ * whether or not on_stopped_leading has run yet. The client is fenced while not leading. */
 #ifndef KUBE_LEADERELECTION_H
 #define KUBE_LEADERELECTION_H
 
@@ -23,6 +35,9 @@ struct leader_election_config {
     uint64_t renew_deadline_ms;    /* default 10000; must be < lease_duration */
     uint64_t retry_period_ms;      /* default 2000 */
     bool keep_lease_on_stop;       /* false (default): a stopping leader releases the Lease */
+    /* Optional: the client of the work done while leading (not the elector's own client); its
+     * writes are fenced except during a term (see above). Borrowed; must outlive the elector. */
+    struct kube_client *fenced_client;
     /* Callbacks run on the elector's thread. */
     void (*on_started_leading)(void *ctx);
     void (*on_stopped_leading)(void *ctx);

@@ -1,6 +1,7 @@
 #include "util/log.h"
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -55,10 +56,28 @@ static void put_json_string(struct line *l, const char *s, size_t n)
     put(l, "\"", 1);
 }
 
-/* Splits "k=v k2="a b"" into pairs and writes them as JSON members. */
+const char *log_quote(const char *s)
+{
+    static _Thread_local char bufs[4][404];
+    static _Thread_local unsigned next;
+    char *out = bufs[next++ % 4];
+    size_t n = 0;
+    for (; s && *s && n < 400; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            out[n++] = '\\';
+        out[n++] = c < 0x20 || c == 0x7f ? ' ' : (char)c;
+    }
+    out[n] = 0;
+    return out;
+}
+
+/* Splits "k=v k2="a b"" into pairs and writes them as JSON members; inside quotes, '\x'
+ * stands for x (log_quote). */
 static void put_fields_json(struct line *l, const char *fields)
 {
     const char *p = fields;
+    char val[2048]; /* fields hold at most 2047 bytes */
     while (*p) {
         while (*p == ' ')
             p++;
@@ -68,23 +87,17 @@ static void put_fields_json(struct line *l, const char *fields)
         while (*p && *p != '=' && *p != ' ')
             p++;
         size_t key_len = (size_t)(p - key);
-        const char *val = "";
         size_t val_len = 0;
         if (*p == '=') {
             p++;
-            if (*p == '"') {
-                val = ++p;
-                while (*p && *p != '"')
+            bool quoted = *p == '"';
+            for (p += quoted; *p && (quoted ? *p != '"' : *p != ' '); p++) {
+                if (quoted && *p == '\\' && p[1])
                     p++;
-                val_len = (size_t)(p - val);
-                if (*p == '"')
-                    p++;
-            } else {
-                val = p;
-                while (*p && *p != ' ')
-                    p++;
-                val_len = (size_t)(p - val);
+                val[val_len++] = *p;
             }
+            if (quoted && *p == '"')
+                p++;
         }
         put(l, ",", 1);
         put_json_string(l, key, key_len);

@@ -24,6 +24,11 @@ void log_set_fd(int fd);
 void log_write(enum log_level level, const char *msg, const char *fields_fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* s (NULL: "") made fit for a quoted value, key="%s": '"' and '\' escaped with '\', control
+ * characters as spaces, at most 400 bytes. The text is in a buffer of the calling thread that
+ * the fourth next call reuses, so a few can be used as arguments of one log call. */
+const char *log_quote(const char *s);
+
 #define log_debug(msg, ...) do { if (log_get_level() <= LOG_DEBUG) log_write(LOG_DEBUG, msg, __VA_ARGS__); } while (0)
 #define log_info(msg, ...)  log_write(LOG_INFO, msg, __VA_ARGS__)
 #define log_warn(msg, ...)  log_write(LOG_WARN, msg, __VA_ARGS__)

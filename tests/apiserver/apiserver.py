@@ -3084,6 +3084,7 @@ class Api:
         self.log_seq = 0
         self.faults = []                # failNext rules
         self.block_watches = False
+        self.lease_delay = None         # delayLeases: {"seconds": S, "holder": identity or None}
         self.port = 0
         self.server = None              # the ServerHost, for restart
         self.system_namespaces = ["default", "kube-node-lease", "kube-public", "kube-system"]
@@ -4443,7 +4444,7 @@ class Api:
         raise err_not_found_generic()
 
     def apply_fault(self, body):
-        known = {"dropWatches", "blockWatches", "compact", "failNext", "restart"}
+        known = {"dropWatches", "blockWatches", "compact", "failNext", "restart", "delayLeases"}
         unknown = [k for k in body if k not in known]
         if unknown:
             raise err_bad_request("unknown fault: %s" % ", ".join(unknown))
@@ -4461,6 +4462,17 @@ class Api:
                                         "verb": fn.get("verb"), "resource": fn.get("resource")})
         if "blockWatches" in body:
             self.block_watches = bool(body["blockWatches"])
+        if "delayLeases" in body:
+            dl = body["delayLeases"]
+            holder = None
+            if isinstance(dl, dict):
+                holder = dl.get("holder")
+                dl = dl.get("seconds", 0)
+            if isinstance(dl, bool) or not isinstance(dl, (int, float)) or dl < 0 or \
+                    (holder is not None and not isinstance(holder, str)):
+                raise err_bad_request('delayLeases takes SECONDS or {"seconds": S, "holder": "identity"}')
+            with self.meta_lock:
+                self.lease_delay = {"seconds": float(dl), "holder": holder} if dl > 0 else None
         compact = body.get("compact")
         if compact not in (None, False, True, "storage"):
             raise err_bad_request('compact must be true (storage and the watch window) or "storage"')
@@ -4510,6 +4522,19 @@ class Api:
                 self.controllers = running
             if running:
                 self._seed()
+
+    def lease_write_delay(self, verb, resource, body):
+        """Seconds to hold an update or patch of a Lease (delayLeases), 0 for anything else. With
+        a holder, only writes whose spec.holderIdentity names it are held."""
+        with self.meta_lock:
+            d = self.lease_delay
+        if not d or resource != "leases" or verb not in ("update", "patch"):
+            return 0
+        if d["holder"] is not None:
+            spec = body.get("spec") if isinstance(body, dict) else None
+            if not isinstance(spec, dict) or spec.get("holderIdentity") != d["holder"]:
+                return 0
+        return d["seconds"]
 
     def take_fault(self, verb, resource):
         with self.meta_lock:
@@ -5088,6 +5113,9 @@ class Handler(BaseHTTPRequestHandler):
         else:
             entry["verb"] = "get" if req.method == "GET" else req.method.lower()
 
+        delay = api.lease_write_delay(entry["verb"], entry["resource"], req.body_json)
+        if delay:
+            time.sleep(delay)   # a slow server: the write is then served as usual
         fault = api.take_fault(entry["verb"], entry["resource"])
         if fault:
             code = fault["code"]

@@ -7,16 +7,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "kube/client.h"
 #include "kube/config.h"
 #include "kube/watch.h"
 #include "support/apiserver.h"
+#include "support/command.h"
 #include "support/kube_test.h"
 #include "util/clock.h"
 #include "util/json.h"
+#include "util/log.h"
 
 static const struct kube_resource MPIJOBS = {"kubeflow.org", "v2beta1", "mpijobs", "MPIJob", true};
 
@@ -378,6 +382,159 @@ Test(client, too_many_requests_honours_retry_after)
     kube_client_free(c);
 }
 
+/* A Retry-After longer than the client's cap is waited only up to the cap. */
+Test(client, retry_after_is_capped)
+{
+    REQUIRE_DOUBLE();
+    struct kube_client_options opts = {.retry_after_max_ms = 300};
+    struct kube_client *c = client_with(&opts);
+    cr_assert_eq(kube_client_options(c)->retry_after_max_ms, 300);
+    struct kube_client *d = client_with(NULL);
+    cr_assert_eq(kube_client_options(d)->retry_after_max_ms, 60000, "a minute by default");
+    kube_client_free(d);
+    cr_assert_eq(test_apiserver_fault(&srv, "{\"failNext\":{\"count\":1,\"code\":429,\"retryAfter\":3600}}"), 0);
+    uint64_t t0 = clock_now_ms();
+    cr_assert_eq(kube_get(c, &KUBE_PODS, "default", "absent", NULL, NULL), KUBE_ENOTFOUND);
+    uint64_t took = clock_now_ms() - t0;
+    cr_assert_geq(took, 280, "the capped wait was skipped (%llu ms)", (unsigned long long)took);
+    cr_assert_lt(took, 5000, "Retry-After: 3600 was not capped (%llu ms)", (unsigned long long)took);
+    cr_assert_eq(count_requests(0, "GET", "/pods/absent", 429), 1);
+    kube_client_free(c);
+}
+
+struct waiting_call {
+    struct kube_client *c;
+    struct kube_cancel *cancel; /* NULL: a GET; else a watch with this token */
+    int rc;
+    uint64_t done_ms;
+};
+
+static size_t ignore_bytes(void *ctx, const char *data, size_t len) { return len; }
+
+static void *waiting_call_run(void *arg)
+{
+    struct waiting_call *w = arg;
+    if (w->cancel)
+        w->rc = kube_request_stream(w->c, "/api/v1/namespaces/default/pods", "watch=1", ignore_bytes, NULL,
+                                    w->cancel, NULL);
+    else
+        w->rc = kube_get(w->c, &KUBE_PODS, "default", "absent", NULL, NULL);
+    w->done_ms = clock_now_ms();
+    return NULL;
+}
+
+/* Waits until the double has answered one 429 (the client is then in its Retry-After wait). */
+static void wait_for_429(int since)
+{
+    uint64_t t0 = clock_now_ms();
+    cJSON *log = NULL;
+    for (;;) {
+        int n = 0;
+        cJSON *e;
+        log = test_apiserver_log(&srv, since);
+        cJSON_ArrayForEach(e, log) n += json_int(e, "code", 0) == 429;
+        cJSON_Delete(log);
+        if (n > 0)
+            break;
+        cr_assert_lt(clock_now_ms() - t0, 10000, "no 429 answered");
+        clock_sleep_ms(20);
+    }
+    clock_sleep_ms(100);
+}
+
+static int last_seq(void)
+{
+    cJSON *log = test_apiserver_log(&srv, 0);
+    int n = cJSON_GetArraySize(log);
+    int seq = n > 0 ? (int)json_int(cJSON_GetArrayItem(log, n - 1), "seq", 0) : 0;
+    cJSON_Delete(log);
+    return seq;
+}
+
+/* A Retry-After wait (up to a minute) ends as soon as the client is shut down, or the stream's
+ * cancel token fires: a stopping process does not sit out the server's wait. */
+Test(client, shutdown_and_cancel_cut_a_retry_after_wait_short)
+{
+    REQUIRE_DOUBLE();
+    struct kube_client *c = client_with(NULL);
+    cr_assert_eq(test_apiserver_fault(&srv, "{\"failNext\":{\"count\":1,\"code\":429,\"retryAfter\":3000,"
+                                            "\"verb\":\"watch\"}}"), 0);
+    struct kube_cancel *cancel = kube_cancel_new();
+    struct waiting_call w = {.c = c, .cancel = cancel};
+    pthread_t t;
+    int since = last_seq() + 1;
+    pthread_create(&t, NULL, waiting_call_run, &w);
+    wait_for_429(since);
+    uint64_t fired = clock_now_ms();
+    kube_cancel_fire(cancel);
+    pthread_join(t, NULL);
+    cr_assert_eq(w.rc, KUBE_ECANCELED, "rc %d", w.rc);
+    cr_assert_lt(w.done_ms - fired, 1000, "the watch waited %llu ms after its cancel",
+                 (unsigned long long)(w.done_ms - fired));
+    kube_cancel_free(cancel);
+
+    cr_assert_eq(test_apiserver_fault(&srv, "{\"failNext\":{\"count\":1,\"code\":429,\"retryAfter\":3000}}"), 0);
+    w = (struct waiting_call){.c = c};
+    since = last_seq() + 1;
+    pthread_create(&t, NULL, waiting_call_run, &w);
+    wait_for_429(since);
+    uint64_t shut = clock_now_ms();
+    kube_client_shutdown(c);
+    pthread_join(t, NULL);
+    cr_assert_eq(w.rc, KUBE_ECANCELED, "rc %d", w.rc);
+    cr_assert_lt(w.done_ms - shut, 1000, "the GET waited %llu ms after the shutdown",
+                 (unsigned long long)(w.done_ms - shut));
+    /* Nothing leaves a client that was shut down. */
+    int before = last_seq();
+    cr_assert_eq(kube_get(c, &KUBE_PODS, "default", "absent", NULL, NULL), KUBE_ECANCELED);
+    cr_assert_eq(last_seq(), before, "a request was sent after the shutdown");
+    kube_client_free(c);
+}
+
+/* Runs fn with the log going to a file at level, in format; returns what was written. */
+static char *capture_log(enum log_level level, enum log_format format, void (*fn)(void *), void *arg)
+{
+    char path[] = "/tmp/mpijob-log.XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    unlink(path);
+    enum log_level saved = log_get_level();
+    log_set_level(level);
+    log_set_format(format);
+    log_set_fd(fd);
+    fn(arg);
+    log_set_fd(2);
+    log_set_format(LOG_TEXT);
+    log_set_level(saved);
+    static char out[16384];
+    ssize_t n = pread(fd, out, sizeof(out) - 1, 0);
+    close(fd);
+    out[n > 0 ? n : 0] = 0;
+    return out;
+}
+
+static void get_through_a_503(void *arg)
+{
+    cr_assert_eq(test_apiserver_fault(&srv, "{\"failNext\":{\"count\":1,\"code\":503}}"), 0);
+    cr_assert_eq(kube_get(arg, &KUBE_PODS, "default", "absent", NULL, NULL), KUBE_ENOTFOUND);
+}
+
+/* The line about a failed request carries the server's Status message. */
+Test(client, retry_log_lines_carry_the_status_message)
+{
+    REQUIRE_DOUBLE();
+    struct kube_client *c = client_with(NULL);
+    char *out = capture_log(LOG_DEBUG, LOG_TEXT, get_through_a_503, c);
+    cr_assert_not_null(strstr(out, "retrying after server error"), "%s", out);
+    cr_assert_not_null(strstr(out, "code=503"), "%s", out);
+    cr_assert_not_null(strstr(out, "message=\"the server is currently unable to handle the request (injected "
+                                   "fault)\""), "%s", out);
+    out = capture_log(LOG_DEBUG, LOG_JSON, get_through_a_503, c);
+    cr_assert_not_null(strstr(out, "\"message\":\"the server is currently unable to handle the request "
+                                   "(injected fault)\""), "%s", out);
+    kube_client_free(c);
+}
+
 /* A kubeconfig like the double's, but with the token taken from a file. */
 static void write_kubeconfig_with_token_file(const char *path, const char *token_file, const char *ca_override,
                                              int insecure)
@@ -570,4 +727,152 @@ Test(client, qps_limit_spaces_requests)
     cr_assert_geq(took, 450, "12 requests took %llu ms", (unsigned long long)took);
     cr_assert_gt(stats.throttled_ms, 0, "the limiter made requests wait");
     kube_client_free(c);
+}
+
+/* ---- tls-server-name ------------------------------------------------------------------------- */
+
+static char tls_dir[64];
+static pid_t tls_echo_pid;
+static int tls_echo_port;
+static char tls_ca_b64[8192];
+
+static void tls_start(void)
+{
+    snprintf(tls_dir, sizeof(tls_dir), "/tmp/mpijob-tls.XXXXXX");
+    cr_assert_not_null(mkdtemp(tls_dir));
+    /* A CA, and a server certificate for the name apiserver.test only (no IP address). */
+    char cmd[2048];
+    snprintf(cmd, sizeof(cmd),
+             "cd %s && printf 'subjectAltName=DNS:apiserver.test\\nbasicConstraints=CA:FALSE\\n"
+             "keyUsage=critical,digitalSignature\\nextendedKeyUsage=serverAuth\\n' > ext.cnf && "
+             "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=test-ca "
+             "-keyout ca.key -out ca.crt -days 1 2>/dev/null && "
+             "openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=apiserver.test "
+             "-keyout server.key -out server.csr 2>/dev/null && "
+             "openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -set_serial 7 -days 1 -extfile ext.cnf "
+             "-out server.crt 2>/dev/null && base64 -w0 ca.crt > ca.b64",
+             tls_dir);
+    cr_assert_eq(system(cmd), 0, "making certificates");
+    char path[256];
+    snprintf(path, sizeof(path), "%s/ca.b64", tls_dir);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    size_t n = fread(tls_ca_b64, 1, sizeof(tls_ca_b64) - 1, f);
+    tls_ca_b64[n] = 0;
+    fclose(f);
+
+    char script[512], cert[256], key[256], port_file[256];
+    snprintf(script, sizeof(script), "%s/tests/support/tls_echo.py", test_src_dir());
+    snprintf(cert, sizeof(cert), "%s/server.crt", tls_dir);
+    snprintf(key, sizeof(key), "%s/server.key", tls_dir);
+    snprintf(port_file, sizeof(port_file), "%s/port", tls_dir);
+    tls_echo_pid = fork();
+    cr_assert_geq(tls_echo_pid, 0);
+    if (tls_echo_pid == 0) {
+        execlp("python3", "python3", script, "--cert", cert, "--key", key, "--port-file", port_file, (char *)NULL);
+        _exit(127);
+    }
+    for (uint64_t t0 = clock_now_ms(); !tls_echo_port; clock_sleep_ms(20)) {
+        cr_assert_lt(clock_now_ms() - t0, 15000, "the TLS echo server did not start");
+        f = fopen(port_file, "r");
+        if (f) {
+            cr_assert_eq(fscanf(f, "%d", &tls_echo_port), 1);
+            fclose(f);
+        }
+    }
+}
+
+static void tls_stop(void)
+{
+    if (tls_echo_pid > 0) {
+        kill(tls_echo_pid, SIGTERM);
+        waitpid(tls_echo_pid, NULL, 0);
+    }
+    if (tls_dir[0]) {
+        char cmd[128];
+        snprintf(cmd, sizeof(cmd), "rm -rf %s", tls_dir);
+        cr_assert_eq(system(cmd), 0);
+    }
+}
+
+/* A client for server with the test CA and, when not NULL, tls-server-name. */
+static struct kube_client *tls_client(const char *server, const char *tls_server_name)
+{
+    char kc[12288];
+    snprintf(kc, sizeof(kc),
+             "apiVersion: v1\nkind: Config\ncurrent-context: t\n"
+             "clusters:\n- name: c\n  cluster:\n    server: %s\n    certificate-authority-data: %s\n%s%s%s"
+             "users:\n- name: u\n  user:\n    token: x\n"
+             "contexts:\n- name: t\n  context:\n    cluster: c\n    user: u\n",
+             server, tls_ca_b64, tls_server_name ? "    tls-server-name: " : "",
+             tls_server_name ? tls_server_name : "", tls_server_name ? "\n" : "");
+    struct kube_config *cfg = NULL;
+    char err[256];
+    cr_assert_eq(kube_config_parse(kc, strlen(kc), NULL, NULL, &cfg, err, sizeof(err)), 0, "%s", err);
+    struct kube_client_options opts = {.max_retries = -1, .qps = -1};
+    struct kube_client *c = NULL;
+    cr_assert_eq(kube_client_new(cfg, &opts, &c), 0);
+    return c;
+}
+
+TestSuite(tls, .init = tls_start, .fini = tls_stop, .timeout = 60);
+
+/* The certificate names apiserver.test, not 127.0.0.1. With tls-server-name the client
+ * connects to 127.0.0.1, sends the name as SNI, verifies the certificate against it, and still
+ * names the server in its Host header; without it, or with another name, verification fails. */
+Test(tls, tls_server_name_is_what_the_certificate_is_verified_against)
+{
+    char server[64], authority[64];
+    snprintf(server, sizeof(server), "https://127.0.0.1:%d", tls_echo_port);
+    snprintf(authority, sizeof(authority), "127.0.0.1:%d", tls_echo_port);
+    struct kube_status st = {.retry_after_s = -1};
+
+    struct kube_client *c = tls_client(server, NULL);
+    cr_assert_eq(kube_request(c, "GET", "/version", NULL, NULL, NULL, NULL, &st), KUBE_ETRANSPORT,
+                 "a certificate without 127.0.0.1 must be refused for https://127.0.0.1");
+    kube_client_free(c);
+
+    c = tls_client(server, "apiserver.test");
+    cJSON *out = NULL;
+    int rc = kube_request(c, "GET", "/version", "x=1", NULL, NULL, &out, &st);
+    cr_assert_eq(rc, 0, "rc %d: %s", rc, st.message ? st.message : "");
+    cr_assert_str_eq(json_string(out, "sni"), "apiserver.test");
+    cr_assert_str_eq(json_string(out, "host"), authority);
+    cr_assert_str_eq(json_string(out, "path"), "/version?x=1");
+    cJSON_Delete(out);
+    /* Paths and connections go on working (the pooled connection is reused). */
+    cr_assert_eq(kube_get(c, &KUBE_PODS, "default", "p", &out, &st), 0);
+    cr_assert_str_eq(json_string(out, "path"), "/api/v1/namespaces/default/pods/p");
+    cJSON_Delete(out);
+    kube_client_free(c);
+
+    c = tls_client(server, "other.test");
+    cr_assert_eq(kube_request(c, "GET", "/version", NULL, NULL, NULL, NULL, &st), KUBE_ETRANSPORT,
+                 "tls-server-name must not turn verification off");
+    kube_client_free(c);
+
+    /* A name as server, with tls-server-name: connects by that name, verifies the TLS name. */
+    snprintf(server, sizeof(server), "https://localhost:%d", tls_echo_port);
+    c = tls_client(server, "apiserver.test");
+    cr_assert_eq(kube_request(c, "GET", "/version", NULL, NULL, NULL, &out, &st), 0, "%s",
+                 st.message ? st.message : "");
+    snprintf(authority, sizeof(authority), "localhost:%d", tls_echo_port);
+    cr_assert_str_eq(json_string(out, "host"), authority);
+    cJSON_Delete(out);
+    kube_client_free(c);
+    kube_status_clear(&st);
+}
+
+Test(tls, a_tls_server_name_that_is_no_host_name_is_refused)
+{
+    char kc[12288];
+    snprintf(kc, sizeof(kc),
+             "current-context: t\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:1\n"
+             "    tls-server-name: \"a b/c\"\ncontexts:\n- name: t\n  context:\n    cluster: c\n");
+    struct kube_config *cfg = NULL;
+    char err[256];
+    cr_assert_eq(kube_config_parse(kc, strlen(kc), NULL, NULL, &cfg, err, sizeof(err)), 0, "%s", err);
+    struct kube_client *c = NULL;
+    cr_assert_eq(kube_client_new(cfg, NULL, &c), KUBE_ECONFIG);
+    cr_assert_null(c);
 }

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kube/client.h"
 #include "kube/config.h"
@@ -12,6 +13,7 @@
 #include "support/kube_test.h"
 #include "util/clock.h"
 #include "util/json.h"
+#include "util/log.h"
 
 #define NS "research"
 #define EVENTS_PATH "/api/v1/namespaces/" NS "/events"
@@ -279,4 +281,26 @@ Test(events, bad_arguments_are_refused)
     cr_assert_eq(event_record(recorder, &nameless, "Normal", "X", "y"), KUBE_EINVAL);
     cr_assert_eq(event_record(recorder, &job, NULL, "X", "y"), KUBE_EINVAL);
     event_recorder_flush(recorder);
+}
+
+/* A refused Event is logged with the server's own words. */
+Test(events, a_refused_event_is_logged_with_the_status_message)
+{
+    char path[] = "/tmp/mpijob-log.XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    unlink(path);
+    struct event_target elsewhere = job;
+    elsewhere.namespace = "nowhere";
+    log_set_fd(fd);
+    cr_assert_eq(event_record(recorder, &elsewhere, "Warning", "Lost", "in a namespace that does not exist"), 0);
+    event_recorder_flush(recorder);
+    log_set_fd(2);
+    static char out[8192];
+    ssize_t n = pread(fd, out, sizeof(out) - 1, 0);
+    close(fd);
+    out[n > 0 ? n : 0] = 0;
+    cr_assert_not_null(strstr(out, "event create failed"), "%s", out);
+    cr_assert_not_null(strstr(out, "error=\"not found\""), "%s", out);
+    cr_assert_not_null(strstr(out, "message=\"namespaces \\\"nowhere\\\" not found\""), "%s", out);
 }

@@ -31,12 +31,23 @@ struct candidate {
     atomic_int started;
     atomic_int stopped;
     atomic_int new_leader_calls;
+    atomic_uint_fast64_t started_ms, stopped_ms; /* when the callbacks last ran */
     pthread_mutex_t mu; /* guards last_new_leader */
     char last_new_leader[64];
 };
 
-static void on_started(void *ctx) { atomic_fetch_add(&((struct candidate *)ctx)->started, 1); }
-static void on_stopped(void *ctx) { atomic_fetch_add(&((struct candidate *)ctx)->stopped, 1); }
+static void on_started(void *ctx)
+{
+    struct candidate *cand = ctx;
+    atomic_store(&cand->started_ms, clock_now_ms());
+    atomic_fetch_add(&cand->started, 1);
+}
+static void on_stopped(void *ctx)
+{
+    struct candidate *cand = ctx;
+    atomic_store(&cand->stopped_ms, clock_now_ms());
+    atomic_fetch_add(&cand->stopped, 1);
+}
 static void on_new_leader(void *ctx, const char *identity)
 {
     struct candidate *cand = ctx;
@@ -51,8 +62,9 @@ static struct kube_client *new_client(const struct kube_client_options *opts)
     return test_kube_client(&srv, opts);
 }
 
-static void candidate_start(struct candidate *cand, const char *identity, bool keep_lease_on_stop,
-                            const struct kube_client_options *opts)
+/* fenced: the client of the candidate's "controller", fenced by its elector (may be NULL). */
+static void candidate_start_fenced(struct candidate *cand, const char *identity, bool keep_lease_on_stop,
+                                   const struct kube_client_options *opts, struct kube_client *fenced)
 {
     memset(cand, 0, sizeof(*cand));
     pthread_mutex_init(&cand->mu, NULL);
@@ -66,12 +78,19 @@ static void candidate_start(struct candidate *cand, const char *identity, bool k
         .renew_deadline_ms = RENEW_DEADLINE_MS,
         .retry_period_ms = RETRY_MS,
         .keep_lease_on_stop = keep_lease_on_stop,
+        .fenced_client = fenced,
         .on_started_leading = on_started,
         .on_stopped_leading = on_stopped,
         .on_new_leader = on_new_leader,
         .ctx = cand,
     };
     cr_assert_eq(leader_elector_start(cand->client, &cfg, &cand->le), 0);
+}
+
+static void candidate_start(struct candidate *cand, const char *identity, bool keep_lease_on_stop,
+                            const struct kube_client_options *opts)
+{
+    candidate_start_fenced(cand, identity, keep_lease_on_stop, opts, NULL);
 }
 
 static void candidate_stop(struct candidate *cand)
@@ -345,6 +364,171 @@ Test(leaderelection, bad_config_is_refused)
     cfg.renew_deadline_ms = 500;
     cfg.identity = "";
     cr_assert_eq(leader_elector_start(c, &cfg, &le), KUBE_EINVAL, "empty identity");
+    cr_assert_null(le);
+    kube_client_free(c);
+}
+
+/* ---- fencing ----------------------------------------------------------------------------- */
+
+static int create_configmap(struct kube_client *c, const char *name)
+{
+    char text[256];
+    snprintf(text, sizeof(text), "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"%s\"}}",
+             name);
+    cJSON *cm = cJSON_Parse(text);
+    int rc = kube_create(c, &KUBE_CONFIGMAPS, LEASE_NS, cm, NULL, NULL);
+    cJSON_Delete(cm);
+    return rc;
+}
+
+/* The leader's "controller": writes a ConfigMap every 20 ms through its fenced client until
+ * the first write is refused. */
+struct writer {
+    struct kube_client *c;
+    int ok;
+    uint64_t last_ok_ms; /* when the last successful write had returned */
+    int refused_rc;
+    uint64_t refused_ms;
+};
+
+static void *writer_run(void *arg)
+{
+    struct writer *w = arg;
+    for (int i = 0;; i++) {
+        char name[64];
+        snprintf(name, sizeof(name), "fenced-%d", i);
+        int rc = create_configmap(w->c, name);
+        uint64_t now = clock_now_ms();
+        if (rc != 0) {
+            w->refused_rc = rc;
+            w->refused_ms = now;
+            return NULL;
+        }
+        w->ok++;
+        w->last_ok_ms = now;
+        clock_sleep_ms(20);
+    }
+}
+
+/* ConfigMap creates the server answered 201, and the highest seq among them. */
+static int server_configmap_creates(int *max_seq)
+{
+    cJSON *log = test_apiserver_log(&srv, 0);
+    int n = 0;
+    cJSON *e;
+    *max_seq = 0;
+    cJSON_ArrayForEach(e, log) {
+        const char *m = json_string(e, "method");
+        const char *r = json_string(e, "resource");
+        if (m && r && strcmp(m, "POST") == 0 && strcmp(r, "configmaps") == 0 && json_int(e, "code", 0) == 201) {
+            n++;
+            *max_seq = (int)json_int(e, "seq", 0);
+        }
+    }
+    cJSON_Delete(log);
+    return n;
+}
+
+/* The seq of the first Lease update the server accepted from holder, or 0. */
+static int first_lease_write_by(const char *holder)
+{
+    cJSON *log = test_apiserver_log(&srv, 0);
+    int seq = 0;
+    cJSON *e;
+    cJSON_ArrayForEach(e, log) {
+        const char *m = json_string(e, "method");
+        const char *r = json_string(e, "resource");
+        cJSON *body = cJSON_GetObjectItemCaseSensitive(e, "body");
+        const char *h = body ? json_string(body, "spec.holderIdentity") : NULL;
+        if (m && r && h && strcmp(m, "PUT") == 0 && strcmp(r, "leases") == 0 && strcmp(h, holder) == 0 &&
+            json_int(e, "code", 0) == 200) {
+            seq = (int)json_int(e, "seq", 0);
+            break;
+        }
+    }
+    cJSON_Delete(log);
+    return seq;
+}
+
+/* The server holds the leader's renewals for 5 s, far past the renew deadline. As client-go:
+ * the renew is cut off when the term ends, leadership ends then (not when the held request
+ * comes back), and the leader's controller client refuses writes from that moment, locally;
+ * its last write reached the server before the standby could take the Lease. */
+Test(leaderelection, held_renew_ends_leadership_at_the_renew_deadline_and_fences_writes)
+{
+    if (!srv.is_double)
+        cr_skip_test("needs the API-server double (fault injection)");
+    struct kube_client *ctl_a = new_client(NULL), *ctl_b = new_client(NULL);
+    struct candidate a, b;
+    candidate_start_fenced(&a, "candidate-a", false, NULL, ctl_a);
+    cr_assert_geq(wait_leading(&a, 3000), 0, "a did not become leader");
+    struct writer w = {.c = ctl_a};
+    pthread_t writer;
+    pthread_create(&writer, NULL, writer_run, &w);
+    candidate_start_fenced(&b, "candidate-b", false, NULL, ctl_b);
+    clock_sleep_ms(3 * RETRY_MS);
+    cr_assert(!leader_elector_is_leader(b.le));
+    int before_seq, before = server_configmap_creates(&before_seq);
+    cr_assert_eq(create_configmap(ctl_b, "from-standby"), KUBE_ENOTLEADER, "a standby's writes are fenced");
+    cr_assert_geq(server_configmap_creates(&before_seq), before);
+
+    uint64_t t_fault = clock_now_ms();
+    cr_assert_eq(test_apiserver_fault(&srv, "{\"delayLeases\":{\"seconds\":5,\"holder\":\"candidate-a\"}}"), 0);
+    for (uint64_t end = t_fault + 4000; atomic_load(&a.stopped) == 0;) {
+        cr_assert_lt(clock_now_ms(), end, "a never stopped leading");
+        clock_sleep_ms(5);
+    }
+    uint64_t stopped_ms = atomic_load(&a.stopped_ms);
+    long after = (long)(stopped_ms - t_fault);
+    /* a's term began with its last successful renew, at most one retry period before the fault,
+     * and ends renew_deadline after that; the held renew (5 s) must not keep it going. */
+    cr_assert_leq(after, RENEW_DEADLINE_MS + 400, "a stopped leading %ld ms after its renewals were held", after);
+    cr_assert_geq(after, RENEW_DEADLINE_MS - RETRY_MS - 100, "a stopped leading after only %ld ms", after);
+    cr_assert(!leader_elector_is_leader(a.le));
+
+    pthread_join(writer, NULL);
+    cr_assert_eq(w.refused_rc, KUBE_ENOTLEADER, "the writer ended with %d (%s)", w.refused_rc,
+                 kube_strerror(w.refused_rc));
+    cr_assert_gt(w.ok, 0);
+    cr_assert_leq(w.last_ok_ms, stopped_ms + 50, "a write succeeded %ld ms after leadership ended",
+                  (long)(w.last_ok_ms - stopped_ms));
+    cr_assert_geq(w.refused_ms + 50, t_fault + RENEW_DEADLINE_MS - RETRY_MS - 100,
+                  "writes were refused before the term could have ended");
+
+    /* Refused locally: a write attempted now never reaches the server. */
+    int seq_now, sent = server_configmap_creates(&seq_now);
+    cr_assert(sent >= w.ok && sent <= w.ok + 1, "server saw %d creates, the writer %d", sent, w.ok);
+    cr_assert_eq(create_configmap(ctl_a, "after-the-deadline"), KUBE_ENOTLEADER);
+    int seq_later;
+    cr_assert_eq(server_configmap_creates(&seq_later), sent, "a fenced write reached the server");
+
+    /* The standby takes over once the lease has run out, after a's last write. */
+    cr_assert_geq(wait_leading(&b, 4 * LEASE_MS), 0, "b never took over");
+    for (uint64_t end = clock_now_ms() + 2000; atomic_load(&b.started) != 1 && clock_now_ms() < end;)
+        clock_sleep_ms(10);
+    cr_assert_eq(atomic_load(&b.started), 1);
+    cr_assert_lt(w.last_ok_ms, atomic_load(&b.started_ms), "a wrote after b started leading");
+    int b_seq = first_lease_write_by("candidate-b");
+    cr_assert_gt(b_seq, 0, "no Lease update by b in the server's log");
+    cr_assert_lt(seq_later, b_seq, "a's last write (seq %d) reached the server after b took the Lease (seq %d)",
+                 seq_later, b_seq);
+    /* b's own controller may write now. */
+    cr_assert_eq(create_configmap(ctl_b, "from-the-new-leader"), 0);
+
+    cr_assert_eq(test_apiserver_fault(&srv, "{\"delayLeases\":0}"), 0);
+    candidate_free(&b);
+    candidate_free(&a);
+    kube_client_free(ctl_a);
+    kube_client_free(ctl_b);
+}
+
+Test(leaderelection, an_elector_cannot_fence_its_own_client)
+{
+    struct kube_client *c = new_client(NULL);
+    struct leader_elector *le = NULL;
+    struct leader_election_config cfg = {.lease_namespace = LEASE_NS, .lease_name = LEASE_NAME,
+                                         .identity = "x", .fenced_client = c};
+    cr_assert_eq(leader_elector_start(c, &cfg, &le), KUBE_EINVAL);
     cr_assert_null(le);
     kube_client_free(c);
 }

@@ -1,4 +1,5 @@
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "kube/client.h"
@@ -38,6 +39,36 @@ Test(paths, segments_and_queries_are_percent_encoded)
     q = kube_escape("unreserved-._~AZaz09");
     cr_assert_str_eq(q, "unreserved-._~AZaz09");
     free(q);
+}
+
+/* Every byte but RFC 3986's unreserved ones is encoded, as %XX in upper case: UTF-8 names,
+ * reserved characters and control bytes alike. */
+Test(paths, every_byte_outside_unreserved_is_encoded)
+{
+    for (int ch = 1; ch < 256; ch++) {
+        char in[2] = {(char)ch, 0}, want[4];
+        int plain = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                    ch == '-' || ch == '.' || ch == '_' || ch == '~';
+        if (plain)
+            snprintf(want, sizeof(want), "%c", ch);
+        else
+            snprintf(want, sizeof(want), "%%%02X", ch);
+        char *q = kube_escape(in);
+        cr_assert_str_eq(q, want, "byte 0x%02x", ch);
+        free(q);
+    }
+    char *q = kube_escape("team=\xc3\xa9t\xc3\xa9");
+    cr_assert_str_eq(q, "team%3D%C3%A9t%C3%A9");
+    free(q);
+    q = kube_escape("");
+    cr_assert_str_eq(q, "");
+    free(q);
+    q = kube_escape(NULL);
+    cr_assert_str_eq(q, "");
+    free(q);
+    char *p = kube_path(&MPIJOBS, "\xc3\xa9quipe", "job 1", NULL);
+    cr_assert_str_eq(p, "/apis/kubeflow.org/v2beta1/namespaces/%C3%A9quipe/mpijobs/job%201");
+    free(p);
 }
 
 Test(errors, status_reasons_map_to_distinct_codes)

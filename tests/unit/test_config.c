@@ -729,12 +729,17 @@ Test(config, deep_nesting_and_aliases)
 {
     char deep[1024];
     memset(deep, '[', 500);
-    deep[500] = '\0';
-    parse_fails(deep, 500, "nested deeper than", NULL);
+    memset(deep + 500, ']', 500);
+    parse_fails(deep, 1000, "line 1 column 65: nested deeper than 64 levels", NULL);
+    /* Unclosed, it is not YAML at all: libyaml's message, with its position. */
+    parse_fails(deep, 500, "kubeconfig: line ", "did not find expected node content");
 
-    /* An alias to a collection still open would make a cycle: refused. */
+    /* An alias inside the collection it names would make a cycle: refused. */
     const char *cycle = "clusters: &a [*a]\n";
-    parse_fails(cycle, strlen(cycle), "unknown anchor \"a\"", NULL);
+    parse_fails(cycle, strlen(cycle), "line 1 column 11: an alias inside this collection refers back to it (a cycle)",
+                NULL);
+    const char *undefined = "clusters: *nope\n";
+    parse_fails(undefined, strlen(undefined), "kubeconfig: line 1 column 11: found undefined alias", NULL);
 
     /* "Billion laughs": each level multiplies the one before by ten. */
     const char *laughs = "a: &a [x, x, x, x, x, x, x, x, x, x]\n"

@@ -210,3 +210,29 @@ Test(log, text_and_json_records)
     cr_assert_not_null(strstr(out, "}\nmpijob-worker: rank 1: 100% done\nplain k=7\n"), "%s", out);
     cr_assert_null(strstr(out, "hidden"));
 }
+
+static void write_quoted(void)
+{
+    const char *status = "pods \"p1\" not found\n(a \\ b)";
+    log_set_format(LOG_TEXT);
+    log_warn("get failed", "message=\"%s\" n=1", log_quote(status));
+    log_set_format(LOG_JSON);
+    log_warn("get failed", "message=\"%s\" n=1", log_quote(status));
+    log_set_format(LOG_TEXT);
+}
+
+/* A server's message with quotes keeps a record whole: escaped in text, itself in JSON. */
+Test(log, quoted_values_stay_one_field)
+{
+    char *out = capture_log(write_quoted);
+    cr_assert_not_null(strstr(out, " WARN get failed message=\"pods \\\"p1\\\" not found (a \\\\ b)\" n=1\n"), "%s",
+                       out);
+    cr_assert_not_null(strstr(out, "\"msg\":\"get failed\",\"message\":\"pods \\\"p1\\\" not found (a \\\\ b)\","
+                                   "\"n\":\"1\"}\n"),
+                       "%s", out);
+    cr_assert_str_eq(log_quote(NULL), "");
+    char long_text[1000];
+    memset(long_text, 'x', sizeof(long_text) - 1);
+    long_text[sizeof(long_text) - 1] = 0;
+    cr_assert_eq(strlen(log_quote(long_text)), 400);
+}
