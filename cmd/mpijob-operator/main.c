@@ -354,7 +354,7 @@ int main(int argc, char **argv)
     struct kube_client *client = NULL;
     rc = kube_client_new(cfg, &copts, &client);
     if (rc < 0) {
-        log_error("cannot create the API client", "error=\"%s\"", kube_strerror(rc));
+        log_error("cannot create the API client", "error=\"%s\"", error_str(rc));
         return 1;
     }
 
@@ -363,7 +363,7 @@ int main(int argc, char **argv)
         struct kube_status st = {.retry_after_s = -1};
         rc = kube_request(client, "GET", "/version", NULL, NULL, NULL, &version, &st);
         if (rc < 0)
-            log_error("API server unreachable", "error=\"%s\" message=\"%s\"", kube_strerror(rc),
+            log_error("API server unreachable", "error=\"%s\" message=\"%s\"", error_str(rc),
                       st.message ? st.message : "");
         else
             printf("connected to %s, Kubernetes %s\n", kube_client_config(client)->server,
@@ -464,7 +464,7 @@ int main(int argc, char **argv)
         if (rc == 0)
             rc = leader_elector_start(election_client, &lcfg, &elector);
         if (rc < 0) {
-            log_error("leader election did not start", "error=\"%s\"", kube_strerror(rc));
+            log_error("leader election did not start", "error=\"%s\"", error_str(rc));
             event_recorder_free(events);
             kube_client_free(election_client);
             kube_client_free(client);
@@ -499,7 +499,7 @@ int main(int argc, char **argv)
         state.controller = rc == 0 ? ctl : NULL;
         pthread_mutex_unlock(&state.lock);
         if (rc < 0) {
-            log_error("controller did not start", "error=\"%s\"", kube_strerror(rc));
+            log_error("controller did not start", "error=\"%s\"", error_str(rc));
             exit_code = 1;
         } else {
             /* The start-up lists and the first pass over every job leave freed memory between

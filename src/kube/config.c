@@ -185,7 +185,7 @@ static int read_token_file(const char *path, char **out, char *reason, size_t re
     int rc = read_file(path, TOKEN_FILE_MAX_BYTES, &data, &len);
     if (rc < 0) {
         snprintf(reason, reason_len, "%s", errno_text(-rc, ebuf, sizeof(ebuf)));
-        return -1;
+        return rc;
     }
     size_t start = 0;
     while (start < len && is_space(data[start]))
@@ -196,20 +196,20 @@ static int read_token_file(const char *path, char **out, char *reason, size_t re
         snprintf(reason, reason_len, "the file is empty");
         OPENSSL_cleanse(data, len);
         free(data);
-        return -1;
+        return -EINVAL;
     }
     if (has_control_chars(data + start, len - start)) {
         snprintf(reason, reason_len, "the token holds control characters");
         OPENSSL_cleanse(data, len);
         free(data);
-        return -1;
+        return -EINVAL;
     }
     *out = strndup(data + start, len - start);
     OPENSSL_cleanse(data, len);
     free(data);
     if (!*out) {
         snprintf(reason, reason_len, "out of memory");
-        return -1;
+        return -ENOMEM;
     }
     return 0;
 }

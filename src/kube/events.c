@@ -236,7 +236,7 @@ static void create_event(struct event_recorder *r, const struct pending_event *e
     }
     if (rc < 0)
         log_warn("event create failed", "namespace=%s object=%s/%s reason=%s error=\"%s\" message=\"%s\"",
-                 ev->namespace, ev->kind, ev->name, ev->reason, kube_strerror(rc), log_quote(st.message));
+                 ev->namespace, ev->kind, ev->name, ev->reason, error_str(rc), log_quote(st.message));
     kube_status_clear(&st);
 }
 
@@ -262,7 +262,7 @@ static void write_event(struct event_recorder *r, const struct pending_event *ev
             create_event(r, ev, key);
         } else if (rc < 0) {
             log_warn("event patch failed", "namespace=%s event=%s count=%ld error=\"%s\" message=\"%s\"",
-                     a->namespace, a->event_name, a->count, kube_strerror(rc), log_quote(st.message));
+                     a->namespace, a->event_name, a->count, error_str(rc), log_quote(st.message));
         }
         kube_status_clear(&st);
     } else {

@@ -287,7 +287,7 @@ static int list_once(struct informer *inf)
         rc = replace_from_list(inf, items, rv);
     else
         log_warn("list failed", "resource=%s error=\"%s\" message=\"%s\"", inf->resource.plural,
-                 kube_strerror(rc), log_quote(st.message));
+                 error_str(rc), log_quote(st.message));
     kube_status_clear(&st);
     cJSON_Delete(items);
     free(rv);
@@ -377,7 +377,7 @@ static void *run(void *arg)
             pthread_mutex_unlock(&inf->lock);
             if (rc != 0) {
                 log_info("watch ended; resuming from last resourceVersion",
-                         "resource=%s error=\"%s\" message=\"%s\"", inf->resource.plural, kube_strerror(rc),
+                         "resource=%s error=\"%s\" message=\"%s\"", inf->resource.plural, error_str(rc),
                          log_quote(st.message));
                 backoff = next_backoff(inf, backoff);
                 pause_ms(inf, backoff / 2 + clock_jitter(backoff / 2 + 1));

@@ -199,7 +199,7 @@ static bool attempt_acquire_or_renew(struct leader_elector *le)
             if (rc == 0)
                 return true;
             log_debug("lease renew on cached copy failed", "lease=%s/%s error=\"%s\" message=\"%s\"",
-                      le->lease_namespace, le->lease_name, kube_strerror(rc), status_message(le));
+                      le->lease_namespace, le->lease_name, error_str(rc), status_message(le));
             if (rc == KUBE_ETIMEOUT)
                 return false; /* cut off at the deadline: no time left for a GET */
         } else {
@@ -219,7 +219,7 @@ static bool attempt_acquire_or_renew(struct leader_elector *le)
             cJSON_Delete(lease);
             if (rc != KUBE_EALREADYEXISTS)
                 log_warn("lease create failed", "lease=%s/%s error=\"%s\" message=\"%s\"", le->lease_namespace,
-                         le->lease_name, kube_strerror(rc), status_message(le));
+                         le->lease_name, error_str(rc), status_message(le));
             return false;
         }
         if (out) {
@@ -231,7 +231,7 @@ static bool attempt_acquire_or_renew(struct leader_elector *le)
     }
     if (rc < 0) {
         log_warn("lease get failed", "lease=%s/%s error=\"%s\" message=\"%s\"", le->lease_namespace,
-                 le->lease_name, kube_strerror(rc), status_message(le));
+                 le->lease_name, error_str(rc), status_message(le));
         return false;
     }
     if (!current)
@@ -262,7 +262,7 @@ static bool attempt_acquire_or_renew(struct leader_elector *le)
                       le->lease_name, le->identity);
         else
             log_warn("lease update failed", "lease=%s/%s error=\"%s\" message=\"%s\"", le->lease_namespace,
-                     le->lease_name, kube_strerror(rc), status_message(le));
+                     le->lease_name, error_str(rc), status_message(le));
         return false;
     }
     return true;
@@ -301,7 +301,7 @@ static void release_lease(struct leader_elector *le)
     int rc = replace_lease(le, lease);
     if (rc < 0)
         log_warn("lease release failed", "lease=%s/%s error=\"%s\" message=\"%s\"", le->lease_namespace,
-                 le->lease_name, kube_strerror(rc), status_message(le));
+                 le->lease_name, error_str(rc), status_message(le));
     else
         log_info("lease released", "lease=%s/%s identity=%s", le->lease_namespace,
                  le->lease_name, le->identity);

@@ -79,7 +79,7 @@ static void *worker(void *arg)
             if (rc == KUBE_ECONFLICT)
                 log_debug("reconcile saw a stale object; retrying", "job=%s", key);
             else
-                log_info("reconcile failed; retrying with backoff", "job=%s error=\"%s\"", key, kube_strerror(rc));
+                log_info("reconcile failed; retrying with backoff", "job=%s error=\"%s\"", key, error_str(rc));
             workqueue_add_rate_limited(c->queue, key);
         } else {
             workqueue_forget(c->queue, key);
@@ -233,7 +233,7 @@ int controller_check_crd(struct kube_client *client, char *err, size_t err_len)
                  MPIJOB_RESOURCE_V2BETA1.version, MPIJOB_RESOURCE_V2BETA1.plural);
         rc = MPIJOB_ENOCRD;
     } else if (rc < 0) {
-        snprintf(err, err_len, "%s%s%s", kube_strerror(rc), st.message ? ": " : "", st.message ? st.message : "");
+        snprintf(err, err_len, "%s%s%s", error_str(rc), st.message ? ": " : "", st.message ? st.message : "");
     }
     kube_status_clear(&st);
     cJSON_Delete(list);

@@ -30,7 +30,6 @@ struct controller;
 /* Checks that the API server serves kubeflow.org/v2beta1 mpijobs (the CRD is installed).
  * 0; MPIJOB_ENOCRD with a message in err when it does not; another negative code (transport,
  * Unauthorized...) when the question could not be asked. */
-#define MPIJOB_ENOCRD (-2002)
 int controller_check_crd(struct kube_client *client, char *err, size_t err_len);
 
 /* Starts the informers, waits until their caches are synced, then the reconcile threads.

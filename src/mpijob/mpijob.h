@@ -11,6 +11,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "util/error.h"
+
 #define MPIJOB_GROUP "kubeflow.org"
 #define MPIJOB_KIND "MPIJob"
 #define MPIJOB_CONTROLLER_NAME "kubeflow.org/mpi-operator" /* the managedBy value we own */
@@ -97,7 +99,6 @@ struct mpijob_limits {
  * field. Returns 0 with *out set and no problems; KUBE-style negative code on ENOMEM; or
  * MPIJOB_EINVALID with *out NULL and every problem listed in *problems (the caller frees them).
  * limits may be NULL (defaults). */
-#define MPIJOB_EINVALID (-2001)
 int mpijob_parse(const cJSON *obj, const struct mpijob_limits *limits, struct mpijob **out,
                  struct mpijob_problems *problems);
 void mpijob_free(struct mpijob *job);

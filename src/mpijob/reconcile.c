@@ -79,7 +79,7 @@ static int reject(struct reconcile_ctx *ctx, cJSON *tree, const struct mpijob_pr
         if (rc == 0)
             count_transitions(ctx, ns, old, status);
         else if (rc != KUBE_ECONFLICT)
-            log_warn("status update failed", "job=%s/%s error=\"%s\" message=\"%s\"", ns, name, kube_strerror(rc),
+            log_warn("status update failed", "job=%s/%s error=\"%s\" message=\"%s\"", ns, name, error_str(rc),
                      st.message ? st.message : "");
         kube_status_clear(&st);
     }
@@ -217,9 +217,9 @@ static void request_failed(struct executor *ex, const struct action *a, int rc, 
     char what[32];
     snprintf(what, sizeof(what), "%s", a->type == ACTION_CREATE ? "create" : a->type == ACTION_DELETE ? "delete"
                                        : a->type == ACTION_PATCH ? "patch" : "update");
-    const char *message = st->message ? st->message : kube_strerror(rc);
+    const char *message = st->message ? st->message : error_str(rc);
     log_warn("request failed", "job=%s verb=%s kind=%s name=%s code=%ld error=\"%s\" message=\"%s\"", ex->key,
-             what, a->resource->kind, a->name, st->http_code, kube_strerror(rc), message);
+             what, a->resource->kind, a->name, st->http_code, error_str(rc), message);
     if (a->type == ACTION_DELETE || !refused(rc))
         return;
     expect_refused(ex->ctx->expect, ex->key, a->resource->kind, a->name, message);
@@ -242,7 +242,7 @@ static int write_status(struct executor *ex)
         expect_status_written(ex->ctx->expect, ex->key, json_string(ex->tree, "metadata.resourceVersion"));
         count_transitions(ex->ctx, ex->job->namespace, ex->old_status, status);
     } else if (rc != KUBE_ECONFLICT) { /* Conflict: the cache was stale; the retry reads the newer object */
-        log_warn("status update failed", "job=%s error=\"%s\" message=\"%s\"", ex->key, kube_strerror(rc),
+        log_warn("status update failed", "job=%s error=\"%s\" message=\"%s\"", ex->key, error_str(rc),
                  st.message ? st.message : "");
     }
     kube_status_clear(&st);

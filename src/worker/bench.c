@@ -386,7 +386,7 @@ static int run(struct wk_session *s, const struct bench_config *c)
                  (unsigned long long)sizes[n - 1],
                  dev == NULL && s->ops->error ? s->ops->error(s->ctx) : "out of host memory");
     int status = 1;
-    if (wk_session_agree(s, ok ? 0 : -1) < 0)
+    if (wk_session_agree(s, ok ? 0 : -EIO) < 0)
         goto out;
 
     if (s->rank == 0)

@@ -236,10 +236,10 @@ int wk_rdma_check(char *msg, size_t msg_len)
     struct wk_rdma_device *devs = calloc(MAX_DEVICES, sizeof(*devs));
     char why[512] = "", found[768] = "";
     const char *hca = getenv("NCCL_IB_HCA");
-    int rc = -1;
+    int rc = -ENODEV; /* no usable device */
     if (devs == NULL) {
         snprintf(msg, msg_len, CHECK_PREFIX "out of memory listing devices");
-        return -1;
+        return -ENOMEM;
     }
     int n = wk_rdma_list(devs, MAX_DEVICES, why, sizeof(why));
     if (n < 0) {

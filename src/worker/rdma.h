@@ -39,7 +39,7 @@ int wk_rdma_list(struct wk_rdma_device *devs, int max, char *why, size_t why_len
 /* Whether the environment says RDMA is required (MPIJOB_TRANSPORT=RDMA or NCCL_NET=IB). */
 int wk_rdma_required(void);
 
-/* 0 when at least one device has an ACTIVE port; else -1 and msg[] starts with
+/* 0 when at least one device has an ACTIVE port; else -ENODEV (-ENOMEM) and msg[] starts with
  * "RDMA requested but no usable device: " and says what was looked for and what was found
  * (library missing, no devices, devices with no active port). */
 int wk_rdma_check(char *msg, size_t msg_len);

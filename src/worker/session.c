@@ -18,14 +18,14 @@ static MPI_Comm world = MPI_COMM_NULL;
 int wk_backend_parse(const char *s)
 {
     if (s == NULL)
-        return -1;
+        return -EINVAL;
     if (strcmp(s, "auto") == 0)
         return WK_BACKEND_AUTO;
     if (strcmp(s, "nccl") == 0)
         return WK_BACKEND_NCCL;
     if (strcmp(s, "mpi") == 0)
         return WK_BACKEND_MPI;
-    return -1;
+    return -EINVAL;
 }
 
 int wk_launcher_rank(void)
@@ -45,14 +45,14 @@ int wk_session_start(struct wk_session *s, int *argc, char ***argv)
     int provided = 0;
     if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
         wk_error(NULL, "MPI_Init_thread failed");
-        return -1;
+        return -EIO;
     }
     s->mpi_started = 1;
     if (provided < MPI_THREAD_MULTIPLE) {
         wk_error(NULL, "this MPI library does not provide MPI_THREAD_MULTIPLE (got level %d); the "
                        "CPU backend's communication thread needs it",
                  provided);
-        return -1;
+        return -EIO;
     }
     world = MPI_COMM_WORLD;
     MPI_Comm_rank(world, &s->rank);
@@ -142,7 +142,7 @@ static int start_mpi(struct wk_session *s)
         gather_reasons(s, rc == 0 ? "" : why, reasons, sizeof(reasons));
         if (s->rank == 0)
             wk_error(NULL, "the mpi backend failed to start: %s", reasons);
-        return -1;
+        return -EIO;
     }
     s->ops = &wk_backend_mpi;
     return 0;
@@ -166,7 +166,7 @@ int wk_session_backend(struct wk_session *s, enum wk_backend_choice choice)
         if (choice == WK_BACKEND_NCCL) {
             if (s->rank == 0)
                 wk_error(NULL, "--backend nccl: the GPU backend cannot run: %s", reasons);
-            return -1;
+            return -EIO;
         }
         if (s->rank == 0)
             snprintf(s->fallback, sizeof(s->fallback), "%s", reasons);
@@ -183,7 +183,7 @@ int wk_session_backend(struct wk_session *s, enum wk_backend_choice choice)
     if (!id_ok) {
         if (s->rank == 0)
             wk_error(NULL, "ncclGetUniqueId failed: %s", why);
-        return -1;
+        return -EIO;
     }
     MPI_Bcast(in.nccl_id, WK_NCCL_ID_BYTES, MPI_UNSIGNED_CHAR, 0, world);
     /* Step 3: each rank's own set-up, agreed; only then the collective connect, which would
@@ -202,7 +202,7 @@ int wk_session_backend(struct wk_session *s, enum wk_backend_choice choice)
                 gpu->fini(s->ctx);
                 s->ctx = NULL;
             }
-            return -1;
+            return -EIO;
         }
     }
     s->ops = gpu;
@@ -222,9 +222,9 @@ int wk_session_agree(struct wk_session *s, int status)
 {
     int ok = status == 0, all_ok = 0;
     if (MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, world) != MPI_SUCCESS)
-        return -1;
+        return -EIO;
     (void)s;
-    return all_ok ? 0 : -1;
+    return all_ok ? 0 : -ECANCELED; /* another rank failed */
 }
 
 void wk_session_end(struct wk_session *s)

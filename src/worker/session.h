@@ -35,7 +35,7 @@ struct wk_session {
     int mpi_started;
 };
 
-/* Parses "auto" | "nccl" | "mpi"; -1 for anything else. */
+/* Parses "auto" | "nccl" | "mpi"; -EINVAL for anything else. */
 int wk_backend_parse(const char *s);
 
 /* The rank the launcher gave this process, read from its environment before MPI starts, so
@@ -44,7 +44,7 @@ int wk_backend_parse(const char *s);
 int wk_launcher_rank(void);
 
 /* MPI_Init_thread (MPI_THREAD_MULTIPLE when the backend's communication thread needs it),
- * ranks and local ranks. Fails with a message on stderr. */
+ * ranks and local ranks. Fails (-EIO) with a message on stderr. */
 int wk_session_start(struct wk_session *s, int *argc, char ***argv);
 int wk_session_backend(struct wk_session *s, enum wk_backend_choice choice);
 /* fini of the backend, MPI_Finalize. Safe on a half-started session. */
@@ -52,8 +52,8 @@ void wk_session_end(struct wk_session *s);
 /* The transport the session's backend used: "mpi" for the MPI backend, else what NCCL's log
  * says (worker/nccl_log.h). Writes into out. */
 const char *wk_session_transport(const struct wk_session *s, char *out, size_t out_len);
-/* Every rank calls it with its own status: returns 0 when all ranks passed 0, else -1.
- * Used so that a failure on one rank (bad device, wrong weights) fails the job on all ranks. */
+/* Every rank calls it with its own status: returns 0 when all ranks passed 0, -ECANCELED when
+ * one did not, -EIO when MPI fails. Used so that a failure on one rank (bad device, wrong weights) fails the job on all ranks. */
 int wk_session_agree(struct wk_session *s, int status);
 /* MPI_Abort with the given code after printing msg on stderr (rank-prefixed). */
 void wk_session_abort(struct wk_session *s, int code, const char *msg) __attribute__((noreturn));

@@ -206,7 +206,7 @@ Test(bad_server, watch_cut_inside_an_event, .timeout = 20)
     struct kube_watch_opts opts = {.resource_version = "1"};
     int n = 0;
     int rc = kube_watch(client, &KUBE_PODS, "default", &opts, count_events, &n, NULL);
-    cr_assert(rc == KUBE_ETRANSPORT || rc == KUBE_EDECODE, "got %s", kube_strerror(rc));
+    cr_assert(rc == KUBE_ETRANSPORT || rc == KUBE_EDECODE, "got %s", error_str(rc));
     cr_assert_eq(n, 1, "the half event is never delivered");
     kube_client_free(client);
     canned_stop(&c);

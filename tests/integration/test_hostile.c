@@ -482,7 +482,7 @@ static void create_valid(const char *name)
     cJSON *job = valid_job(name);
     struct kube_status st = {.retry_after_s = -1};
     int rc = kube_create(admin, &MPIJOB_RESOURCE_V2BETA1, "default", job, NULL, &st);
-    cr_assert_eq(rc, 0, "%s: %s", name, st.message ? st.message : kube_strerror(rc));
+    cr_assert_eq(rc, 0, "%s: %s", name, st.message ? st.message : error_str(rc));
     kube_status_clear(&st);
     cJSON_Delete(job);
 }
@@ -569,7 +569,7 @@ Test(hostile, every_hostile_mpijob_is_refused_or_fails_invalid_and_the_operator_
             long code = st.http_code;
             if (!ok)
                 kube_status_clear(&st);
-            cr_assert(ok, "%s: create answered %ld (%s): %s", h->what, code, kube_strerror(rc), why);
+            cr_assert(ok, "%s: create answered %ld (%s): %s", h->what, code, error_str(rc), why);
             refused++;
             by_code[st.http_code]++;
             if (verbose)

@@ -126,7 +126,7 @@ static void put_configmap(const char *name, const char *value, const char *label
         struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE};
         rc = kube_patch(admin, &KUBE_CONFIGMAPS, "default", name, patch, &po, NULL, &st);
     }
-    cr_assert_eq(rc, 0, "put %s: %s", name, kube_strerror(rc));
+    cr_assert_eq(rc, 0, "put %s: %s", name, error_str(rc));
     kube_status_clear(&st);
     cJSON_Delete(cm);
 }

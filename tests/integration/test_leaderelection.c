@@ -488,7 +488,7 @@ Test(leaderelection, held_renew_ends_leadership_at_the_renew_deadline_and_fences
 
     pthread_join(writer, NULL);
     cr_assert_eq(w.refused_rc, KUBE_ENOTLEADER, "the writer ended with %d (%s)", w.refused_rc,
-                 kube_strerror(w.refused_rc));
+                 error_str(w.refused_rc));
     cr_assert_gt(w.ok, 0);
     cr_assert_leq(w.last_ok_ms, stopped_ms + 50, "a write succeeded %ld ms after leadership ended",
                   (long)(w.last_ok_ms - stopped_ms));

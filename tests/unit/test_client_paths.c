@@ -1,4 +1,5 @@
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -88,8 +89,22 @@ Test(errors, status_reasons_map_to_distinct_codes)
     cr_assert_eq(kube_error_from_status(500, "InternalError"), KUBE_ESERVER);
     cr_assert_eq(kube_error_from_status(502, ""), KUBE_ESERVER);
     cr_assert_eq(kube_error_from_status(418, ""), KUBE_EHTTP);
-    cr_assert_str_eq(kube_strerror(KUBE_ECONFLICT), "conflict");
-    cr_assert_str_eq(kube_strerror(-77777), "unknown error");
+    cr_assert_str_eq(error_str(KUBE_ECONFLICT), "conflict");
+    cr_assert_str_eq(error_str(-77777), "unknown error");
+}
+
+/* One convention (util/error.h): errno values and named codes side by side, one describer. */
+Test(errors, one_describer_for_errno_values_and_named_codes)
+{
+    cr_assert_eq(KUBE_ENOMEM, -ENOMEM, "out of memory has one code");
+    cr_assert_eq(KUBE_EINVAL, -EINVAL);
+    cr_assert_str_eq(error_str(-ENOMEM), "out of memory");
+    cr_assert_str_eq(error_str(-ENOENT), "No such file or directory");
+    cr_assert_str_eq(error_str(-EIO), "Input/output error");
+    cr_assert_str_eq(error_str(MPIJOB_EINVALID), "invalid MPIJob spec");
+    cr_assert_str_eq(error_str(MPIJOB_ENOCRD), "the MPIJob CRD is not served");
+    cr_assert_str_eq(error_str(0), "success");
+    cr_assert(KUBE_ECONFIG < -133 && MPIJOB_EINVALID < -133, "named codes stay clear of errno values");
 }
 
 Test(ratelimit, burst_then_qps)
