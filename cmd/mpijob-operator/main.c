@@ -56,8 +56,10 @@ static void usage(FILE *out)
             "  --context NAME                 the kubeconfig's current-context\n"
             "  --namespace NS                 every namespace (repeatable)\n"
             "  --threads N                    2 (reconcile threads)\n"
-            "  --qps Q                        20 (client-side API request rate)\n"
-            "  --burst N                      30\n"
+            "  --qps Q                        0: no client-side limit (the server's API Priority and\n"
+            "                                 Fairness paces the operator through 429 and Retry-After);\n"
+            "                                 Q > 0 caps API requests per second\n"
+            "  --burst N                      30 (with --qps Q > 0)\n"
             "  --cluster-domain D             none (host names end in .svc)\n"
             "  --gang-scheduling NAME         none; volcano, or a scheduler-plugins scheduler name\n"
             "  --max-workers N                10000 (jobs asking for more are invalid)\n"
@@ -105,7 +107,7 @@ static int parse_flags(int argc, char **argv, struct flags *f)
         {"metrics-addr", required_argument, NULL, METRICS_ADDR},
         {"health-addr", required_argument, NULL, HEALTH_ADDR},
         {"help", no_argument, NULL, 'h'},                    {NULL, 0, NULL, 0}};
-    *f = (struct flags){.threads = 2, .qps = 20, .burst = 30, .max_workers = 10000, .leader_elect = 1,
+    *f = (struct flags){.threads = 2, .qps = 0, .burst = 30, .max_workers = 10000, .leader_elect = 1,
                         .lease_duration_s = 15, .renew_deadline_s = 10, .retry_period_s = 2,
                         .metrics_addr = ":8080", .health_addr = ":8081"};
     int opt;
@@ -128,8 +130,9 @@ static int parse_flags(int argc, char **argv, struct flags *f)
         case QPS: {
             char *end;
             f->qps = strtod(optarg, &end);
-            if (!*optarg || *end || f->qps <= 0 || f->qps > 100000) {
-                fprintf(stderr, "mpijob-operator: --qps must be a number above 0, got '%s'\n", optarg);
+            if (!*optarg || *end || f->qps < 0 || f->qps > 100000) {
+                fprintf(stderr, "mpijob-operator: --qps must be 0 (no limit) or a number up to 100000, got '%s'\n",
+                        optarg);
                 return 2;
             }
             break;

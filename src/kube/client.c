@@ -55,6 +55,10 @@ struct kube_client {
     pthread_mutex_t wait_lock;
     pthread_cond_t wait_cond; /* on CLOCK_MONOTONIC */
     atomic_ullong requests, retries, throttled_ms, token_reloads;
+    /* The server's back-pressure: after a 429, no request of this client starts before the time
+     * its Retry-After named (monotonic ms), as APF asks of a client that is over its share. */
+    atomic_uint_fast64_t paused_until_ms;
+    atomic_ullong server_throttles, paused_ms;
 };
 
 struct kube_cancel {
@@ -192,8 +196,12 @@ int kube_client_new(struct kube_config *cfg, const struct kube_client_options *o
     c->cfg = cfg;
     if (opts)
         c->opts = *opts;
+    /* No client-side limit unless one is asked for: API Priority and Fairness (on by default
+     * since Kubernetes 1.20, GA in 1.29) protects the server and says when to slow down (429 with
+     * Retry-After, honoured below for the whole client). SIG API Machinery recommends this, and
+     * controller-runtime dropped its default limiter for it (docs/internals/client.md). */
     if (c->opts.qps == 0)
-        c->opts.qps = 20;
+        c->opts.qps = -1;
     if (c->opts.burst == 0)
         c->opts.burst = 30;
     if (c->opts.max_retries == 0)
@@ -272,6 +280,8 @@ void kube_client_stats(struct kube_client *c, struct kube_client_stats *out)
     out->retries = c->retries;
     out->throttled_ms = c->throttled_ms;
     out->token_reloads = c->token_reloads;
+    out->server_throttles = c->server_throttles;
+    out->paused_ms = c->paused_ms;
 }
 
 void kube_client_fence_writes(struct kube_client *c, bool fenced) { atomic_store(&c->writes_fenced, fenced); }
@@ -405,6 +415,9 @@ static int query_add(struct buf *q, const char *key, const char *value)
 struct exchange {
     struct buf body;
     int retry_after_s;
+    /* API Priority and Fairness: the priority level and flow schema that classified the request
+     * (X-Kubernetes-PF-PriorityLevel-UID, X-Kubernetes-PF-FlowSchema-UID), for the log of a 429. */
+    char priority_level[64], flow_schema[64];
     /* streaming mode: bytes go to the callback instead of the body */
     size_t (*stream_fn)(void *ctx, const char *data, size_t len);
     void *stream_ctx;
@@ -432,10 +445,29 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *userdata)
     return n;
 }
 
+/* The value of header line data (n bytes) when its name is `name` (with the colon), trimmed,
+ * into out; false when it is another header. */
+static bool header_value(const char *data, size_t n, const char *name, char *out, size_t out_len)
+{
+    size_t len = strlen(name);
+    if (n <= len || strncasecmp(data, name, len) != 0)
+        return false;
+    const char *v = data + len, *end = data + n;
+    while (v < end && (*v == ' ' || *v == '\t'))
+        v++;
+    while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' '))
+        end--;
+    snprintf(out, out_len, "%.*s", (int)(end - v), v);
+    return true;
+}
+
 static size_t on_header(char *data, size_t size, size_t nmemb, void *userdata)
 {
     struct exchange *ex = userdata;
     size_t n = size * nmemb;
+    if (header_value(data, n, "x-kubernetes-pf-prioritylevel-uid:", ex->priority_level, sizeof(ex->priority_level)) ||
+        header_value(data, n, "x-kubernetes-pf-flowschema-uid:", ex->flow_schema, sizeof(ex->flow_schema)))
+        return n;
     static const char name[] = "retry-after:";
     if (n > sizeof(name) - 1 && strncasecmp(data, name, sizeof(name) - 1) == 0) {
         char val[32];
@@ -724,6 +756,17 @@ static int execute(struct kube_client *c, const struct call *call, cJSON **out,
         int late_rc;
         uint64_t deadline = call_deadline(c, write, &late_rc);
         uint64_t now = clock_now_ms();
+        /* The server asked this client to slow down. A call with a deadline of its own (a Lease
+         * renewal) is not held: its own 429s pace it, and holding it could cost the lease. */
+        uint64_t paused_until = atomic_load(&c->paused_until_ms);
+        if (!deadline && paused_until > now) {
+            c->paused_ms += paused_until - now;
+            if (!wait_ms(c, call->cancel, paused_until - now)) {
+                rc = KUBE_ECANCELED;
+                break;
+            }
+            now = clock_now_ms();
+        }
         if (deadline && now >= deadline) {
             rc = late_rc;
             break;
@@ -801,10 +844,15 @@ static int execute(struct kube_client *c, const struct call *call, cJSON **out,
             uint64_t d = retry_delay_ms(c, ex.retry_after_s, attempt);
             if (deadline && clock_now_ms() + d >= deadline)
                 break; /* the retry would start past the deadline */
-            if (http_code == 429)
-                log_debug("throttled by server", "path=%s retry_after_ms=%llu message=\"%s\"", call->path,
-                          (unsigned long long)d, msg);
-            else
+            if (http_code == 429) {
+                uint64_t until = clock_now_ms() + d, had = atomic_load(&c->paused_until_ms);
+                while (had < until && !atomic_compare_exchange_weak(&c->paused_until_ms, &had, until))
+                    ;
+                c->server_throttles++;
+                log_info("throttled by the API server; every request of this client waits", "path=%s "
+                         "retry_after_ms=%llu priority_level_uid=%s flow_schema_uid=%s message=\"%s\"",
+                         call->path, (unsigned long long)d, ex.priority_level, ex.flow_schema, msg);
+            } else
                 log_debug("retrying after server error", "path=%s code=%ld delay_ms=%llu message=\"%s\"",
                           call->path, http_code, (unsigned long long)d, msg);
             c->retries++;

@@ -35,8 +35,8 @@ extern const struct kube_resource KUBE_PODS, KUBE_SERVICES, KUBE_CONFIGMAPS, KUB
     KUBE_EVENTS, KUBE_NAMESPACES, KUBE_LEASES, KUBE_JOBS;
 
 struct kube_client_options {
-    double qps;               /* client-side limit; default 20; < 0 disables */
-    int burst;                /* default 30 */
+    double qps;               /* client-side limit in requests/s; default (0) and < 0: none */
+    int burst;                /* with qps > 0; default 30 */
     int max_retries;          /* for 5xx, transport errors and 429; default 5 */
     uint64_t backoff_base_ms; /* default 100 */
     uint64_t backoff_max_ms;  /* default 5000 */
@@ -72,6 +72,8 @@ struct kube_client_stats {
     uint64_t retries;
     uint64_t throttled_ms;  /* time spent waiting in the client-side limiter */
     uint64_t token_reloads;
+    uint64_t server_throttles; /* 429 answers (API Priority and Fairness, or a server's own limit) */
+    uint64_t paused_ms;     /* time requests waited for a 429's Retry-After to pass */
 };
 void kube_client_stats(struct kube_client *c, struct kube_client_stats *out);
 

@@ -80,7 +80,7 @@ static int reject(struct reconcile_ctx *ctx, cJSON *tree, const struct mpijob_pr
             count_transitions(ctx, ns, old, status);
         else if (rc != KUBE_ECONFLICT)
             log_warn("status update failed", "job=%s/%s error=\"%s\" message=\"%s\"", ns, name, error_str(rc),
-                     st.message ? st.message : "");
+                     log_quote(st.message));
         kube_status_clear(&st);
     }
 out:
@@ -218,8 +218,10 @@ static void request_failed(struct executor *ex, const struct action *a, int rc, 
     snprintf(what, sizeof(what), "%s", a->type == ACTION_CREATE ? "create" : a->type == ACTION_DELETE ? "delete"
                                        : a->type == ACTION_PATCH ? "patch" : "update");
     const char *message = st->message ? st->message : error_str(rc);
-    log_warn("request failed", "job=%s verb=%s kind=%s name=%s code=%ld error=\"%s\" message=\"%s\"", ex->key,
-             what, a->resource->kind, a->name, st->http_code, error_str(rc), message);
+    /* A Conflict is the cache being behind: the retry works from the newer object. */
+    log_write(rc == KUBE_ECONFLICT ? LOG_INFO : LOG_WARN, "request failed",
+              "job=%s verb=%s kind=%s name=%s code=%ld error=\"%s\" message=\"%s\"", ex->key, what,
+              a->resource->kind, a->name, st->http_code, error_str(rc), log_quote(message));
     if (a->type == ACTION_DELETE || !refused(rc))
         return;
     expect_refused(ex->ctx->expect, ex->key, a->resource->kind, a->name, message);
@@ -243,7 +245,7 @@ static int write_status(struct executor *ex)
         count_transitions(ex->ctx, ex->job->namespace, ex->old_status, status);
     } else if (rc != KUBE_ECONFLICT) { /* Conflict: the cache was stale; the retry reads the newer object */
         log_warn("status update failed", "job=%s error=\"%s\" message=\"%s\"", ex->key, error_str(rc),
-                 st.message ? st.message : "");
+                 log_quote(st.message));
     }
     kube_status_clear(&st);
     return rc;
@@ -302,8 +304,10 @@ static int apply(struct executor *ex, const struct action *a)
     return rc;
 }
 
-/* A run of worker creations is sent by up to create_parallelism threads at once, so a large job
- * is not created one pod at a time. */
+/* A run of creations with no order among them (the Service, ConfigMap, Secret, PodGroup and
+ * workers) is sent by up to create_parallelism threads at once, so a large job is not created
+ * one object at a time. The launcher Job never joins a run: it comes after them, alone. A
+ * restart at any moment still converges, as every creation is idempotent (AlreadyExists). */
 struct batch {
     struct executor *ex;
     const struct action *actions;
@@ -339,9 +343,9 @@ static int create_in_parallel(struct executor *ex, const struct action *actions,
     return atomic_load(&b.rc);
 }
 
-static bool creates_pod(const struct action *a)
+static bool unordered_create(const struct action *a)
 {
-    return a->type == ACTION_CREATE && a->resource == &KUBE_PODS;
+    return a->type == ACTION_CREATE && a->resource != &KUBE_JOBS;
 }
 
 static int execute(struct executor *ex)
@@ -353,7 +357,7 @@ static int execute(struct executor *ex)
         expect_accepted(ex->ctx->expect, ex->key, standing.kind, standing.name);
     for (size_t i = 0; i < p->n;) {
         size_t run = 1;
-        while (creates_pod(&p->actions[i]) && i + run < p->n && creates_pod(&p->actions[i + run]))
+        while (unordered_create(&p->actions[i]) && i + run < p->n && unordered_create(&p->actions[i + run]))
             run++;
         int rc = run > 1 ? create_in_parallel(ex, &p->actions[i], (int)run) : apply(ex, &p->actions[i]);
         if (rc < 0)

@@ -382,6 +382,50 @@ Test(client, too_many_requests_honours_retry_after)
     kube_client_free(c);
 }
 
+struct getter {
+    struct kube_client *c;
+    const char *name;
+    int rc;
+};
+
+static void *get_pod(void *arg)
+{
+    struct getter *g = arg;
+    g->rc = kube_get(g->c, &KUBE_PODS, "default", g->name, NULL, NULL);
+    return NULL;
+}
+
+/* A 429 paces the whole client, not only the request that met it: APF tells a client over its
+ * share to slow down, and a request started meanwhile waits for the Retry-After too. The 429 is
+ * counted, and the time waited shows in the stats. */
+Test(client, a_429_holds_every_request_of_the_client_until_its_retry_after)
+{
+    REQUIRE_DOUBLE();
+    struct kube_client *c = client_with(NULL);
+    cJSON *p = pod("t2");
+    cr_assert_eq(kube_create(c, &KUBE_PODS, "default", p, NULL, NULL), 0);
+    cJSON_Delete(p);
+    cr_assert_eq(test_apiserver_fault(&srv, "{\"failNext\":{\"count\":1,\"code\":429,\"retryAfter\":2}}"), 0);
+    struct getter first = {.c = c, .name = "t2"};
+    pthread_t t;
+    pthread_create(&t, NULL, get_pod, &first);
+    struct kube_client_stats stats = {0};
+    uint64_t until = clock_now_ms() + 5000;
+    while (stats.server_throttles == 0 && clock_now_ms() < until) {
+        clock_sleep_ms(5);
+        kube_client_stats(c, &stats);
+    }
+    cr_assert_eq(stats.server_throttles, 1, "the 429 is counted");
+    /* Another request now: it is held until the Retry-After has passed. */
+    cr_assert_eq(kube_get(c, &KUBE_PODS, "default", "t2", NULL, NULL), 0);
+    pthread_join(t, NULL);
+    cr_assert_eq(first.rc, 0);
+    kube_client_stats(c, &stats);
+    cr_assert_gt(stats.paused_ms, 0, "the second request waited for the first one's Retry-After");
+    cr_assert_eq(stats.throttled_ms, 0, "no client-side limiter by default");
+    kube_client_free(c);
+}
+
 /* A Retry-After longer than the client's cap is waited only up to the cap. */
 Test(client, retry_after_is_capped)
 {
@@ -472,6 +516,9 @@ Test(client, shutdown_and_cancel_cut_a_retry_after_wait_short)
     cr_assert_lt(w.done_ms - fired, 1000, "the watch waited %llu ms after its cancel",
                  (unsigned long long)(w.done_ms - fired));
     kube_cancel_free(cancel);
+    /* That 429 still holds the first client (a client-wide pause); a fresh one meets its own. */
+    kube_client_free(c);
+    c = client_with(NULL);
 
     cr_assert_eq(test_apiserver_fault(&srv, "{\"failNext\":{\"count\":1,\"code\":429,\"retryAfter\":3000}}"), 0);
     w = (struct waiting_call){.c = c};
