@@ -23,6 +23,7 @@
 #include <curl/curl.h>
 
 #define START_TIMEOUT_MS 60000
+#define CONTROL_PLANE_START_TIMEOUT_MS 120000 /* launch.py gives the controllers 60 s more */
 #define STOP_GRACE_MS 8000
 #define MAX_ANSWER (64u * 1024u * 1024u)
 
@@ -176,7 +177,7 @@ static int read_pids(const struct test_apiserver *s, int *pids, int max)
     return n;
 }
 
-static int start_with(struct test_apiserver *s, const char *extra_arg, const char *rbac_file)
+static int start_with(struct test_apiserver *s, const char *extra_arg, const char *rbac_file, long long timeout_ms)
 {
     memset(s, 0, sizeof(*s));
     pthread_once(&curl_once, curl_init_once);
@@ -248,7 +249,7 @@ static int start_with(struct test_apiserver *s, const char *extra_arg, const cha
 
     char ready[300];
     snprintf(ready, sizeof(ready), "%s/ready", s->dir);
-    long long end = now_ms() + START_TIMEOUT_MS;
+    long long end = now_ms() + timeout_ms;
     for (;;) {
         if (access(ready, F_OK) == 0)
             break;
@@ -261,7 +262,7 @@ static int start_with(struct test_apiserver *s, const char *extra_arg, const cha
             return -1;
         }
         if (now_ms() > end) {
-            fprintf(stderr, "test_apiserver: server not ready after %d s (state in %s)\n", START_TIMEOUT_MS / 1000,
+            fprintf(stderr, "test_apiserver: server not ready after %lld s (state in %s)\n", timeout_ms / 1000,
                     s->dir);
             test_apiserver_stop(s);
             return -1;
@@ -283,6 +284,7 @@ static int start_with(struct test_apiserver *s, const char *extra_arg, const cha
     snprintf(path, sizeof(path), "%s/info.json", s->dir);
     text = slurp(path);
     s->is_double = !(text && strstr(text, "\"real\""));
+    s->control_plane = text && strstr(text, "\"controlPlane\": true");
     free(text);
     return 0;
 }
@@ -427,14 +429,46 @@ int test_apiserver_request(struct test_apiserver *s, const char *method, const c
     return http(s, method, path, content_type, body, out);
 }
 
-int test_apiserver_start(struct test_apiserver *s) { return start_with(s, NULL, NULL); }
+int test_apiserver_start(struct test_apiserver *s) { return start_with(s, NULL, NULL, START_TIMEOUT_MS); }
 
 int test_apiserver_start_rbac(struct test_apiserver *s, const char *rbac_file)
 {
-    return start_with(s, NULL, rbac_file);
+    return start_with(s, NULL, rbac_file, START_TIMEOUT_MS);
 }
 
-int test_apiserver_start_without_crds(struct test_apiserver *s) { return start_with(s, "--without-crds", NULL); }
+int test_apiserver_start_without_crds(struct test_apiserver *s)
+{
+    return start_with(s, "--without-crds", NULL, START_TIMEOUT_MS);
+}
+
+/* Whether each named binary is an executable in dir. */
+static bool has_binaries(const char *dir, const char *const *names)
+{
+    for (; *names; names++) {
+        char path[1024];
+        snprintf(path, sizeof(path), "%s/%s", dir, *names);
+        if (access(path, X_OK) != 0)
+            return false;
+    }
+    return true;
+}
+
+enum test_assets test_apiserver_assets(void)
+{
+    static const char *const server[] = {"etcd", "kube-apiserver", NULL};
+    static const char *const controllers[] = {"kube-controller-manager", "kube-scheduler", NULL};
+    const char *dir = getenv("KUBEBUILDER_ASSETS");
+    if (!dir || !dir[0] || !has_binaries(dir, server))
+        return TEST_ASSETS_NONE;
+    return has_binaries(dir, controllers) ? TEST_ASSETS_CONTROL_PLANE : TEST_ASSETS_SERVER;
+}
+
+int test_apiserver_start_control_plane(struct test_apiserver *s)
+{
+    if (test_apiserver_assets() != TEST_ASSETS_CONTROL_PLANE)
+        return test_apiserver_start(s);
+    return start_with(s, "--control-plane", NULL, CONTROL_PLANE_START_TIMEOUT_MS);
+}
 
 int test_apiserver_namespace(struct test_apiserver *s, const char *name)
 {

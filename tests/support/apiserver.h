@@ -31,7 +31,19 @@ struct test_apiserver {
     int port;
     int pid;              /* the launcher; its process group holds every server process */
     bool is_double;
+    /* kube-controller-manager and kube-scheduler run against the real server
+     * (test_apiserver_start_control_plane): the Job controller, garbage collector and scheduler
+     * are real. No node runs: a test that needs a pod to run writes its status. */
+    bool control_plane;
 };
+
+/* What KUBEBUILDER_ASSETS holds, as launch.py reads it. */
+enum test_assets {
+    TEST_ASSETS_NONE,          /* unset, or without etcd or kube-apiserver: the double runs */
+    TEST_ASSETS_SERVER,        /* etcd and kube-apiserver, not both controller binaries */
+    TEST_ASSETS_CONTROL_PLANE, /* also kube-controller-manager and kube-scheduler */
+};
+enum test_assets test_apiserver_assets(void);
 
 /* Starts a server with a fresh temporary state directory and waits up to 60 s for it to be
  * ready. Returns 0, or -1 with a message on stderr (nothing is left running then). */
@@ -43,6 +55,14 @@ int test_apiserver_start_rbac(struct test_apiserver *s, const char *rbac_file);
 
 /* The same, for a cluster where no CRD is installed (no MPIJobs, no PodGroups). */
 int test_apiserver_start_without_crds(struct test_apiserver *s);
+
+/* With TEST_ASSETS_CONTROL_PLANE: a real etcd and kube-apiserver with kube-controller-manager and
+ * kube-scheduler (launch.py --control-plane; the ServiceAccount admission plugin is on and the
+ * namespace `default` has its ServiceAccount), waiting up to 120 s; s->control_plane is then
+ * true. Otherwise the same as test_apiserver_start: the double, or a real server alone when the
+ * folder lacks a controller binary (callers that need the real controllers check
+ * test_apiserver_assets() first and skip). */
+int test_apiserver_start_control_plane(struct test_apiserver *s);
 
 /* Stops every server process (SIGTERM, then SIGKILL after 5 s) and removes the state directory.
  * Safe to call twice or after a failed start. */
