@@ -260,6 +260,38 @@ static void finish(struct planner *pl, bool succeeded, const char *reason, const
 
 /* ---- a finished job ------------------------------------------------------------------------ */
 
+/* succeeded and failed at least what the launcher Job's status says: the Job controller counts
+ * pods it has since deleted, and its Complete or Failed can reach us before the pod's last phase
+ * does (two watches keep no order between them). */
+static void add_launcher_job_counts(struct planner *pl, struct replica_counts *lc)
+{
+    const struct kube_object *launcher = pl->in->launcher.obj;
+    cJSON *lj = owned(pl, launcher) ? kube_object_parse(launcher) : NULL;
+    long long succeeded = json_int(lj, "status.succeeded", 0), failed = json_int(lj, "status.failed", 0);
+    if (succeeded > lc->succeeded)
+        lc->succeeded = (int)succeeded;
+    if (failed > lc->failed)
+        lc->failed = (int)failed;
+    cJSON_Delete(lj);
+}
+
+/* The launcher's counts after the finish, as its pods now are (one being deleted no longer
+ * counts), so that a count taken from a cache that was a moment behind is corrected. */
+static void recount_launcher(struct planner *pl)
+{
+    struct replica_counts lc = {0};
+    for (size_t i = 0; i < pl->in->n_launcher_pods; i++) {
+        const struct kube_object *o = pl->in->launcher_pods[i];
+        cJSON *pod = o->deleting ? NULL : kube_object_parse(o);
+        if (pod)
+            count_pod(&lc, pod);
+        cJSON_Delete(pod);
+    }
+    add_launcher_job_counts(pl, &lc);
+    if (mpijob_status_set_replicas(pl->status, "Launcher", &lc) < 0)
+        pl->nomem = true;
+}
+
 /* The workers' counts as the pods now are, so that a job whose workers were cleaned up shows
  * none active (a pod being deleted no longer counts); cleanPodPolicy; ttlSecondsAfterFinished,
  * which deletes the MPIJob itself and with it its dependents. */
@@ -277,6 +309,7 @@ static void plan_finished(struct planner *pl)
     }
     if (job->worker.replicas > 0)
         set_worker_status(pl, &wc);
+    recount_launcher(pl);
     clean_pods(pl);
     if (!cJSON_GetObjectItemCaseSensitive(pl->status, "completionTime"))
         json_set_string(pl->status, "completionTime", pl->now);
@@ -905,6 +938,7 @@ static void plan_running(struct planner *pl, struct workers_seen *w)
     if (!mpijob_status_finished(pl->status))
         plan_launcher_state(pl, w, &lc);
     show_stuck_pod(pl, w);
+    add_launcher_job_counts(pl, &lc);
     if (mpijob_status_set_replicas(pl->status, "Launcher", &lc) < 0)
         pl->nomem = true;
     set_worker_status(pl, &w->counts);

@@ -54,6 +54,7 @@ struct plan_case {
     const char *expect[16];      /* the action descriptions, in order */
     const char *conditions;      /* "Type=Status/Reason ..." of the new status, in order; NULL: unchecked */
     unsigned long long requeue_ms; /* 0: unchecked */
+    const char *launcher_counts;   /* status.replicaStatuses.Launcher as compact JSON; NULL: unchecked */
 };
 
 /* ---- the world ------------------------------------------------------------------------ */
@@ -300,6 +301,11 @@ static void check(const struct plan_case *c)
         cr_expect_str_eq(conds, c->conditions, "case %s: conditions %s, expected %s", c->name, conds, c->conditions);
         free(conds);
     }
+    if (c->launcher_counts) {
+        char *got_counts = cJSON_PrintUnformatted(json_path(p.status, "replicaStatuses.Launcher"));
+        cr_expect_str_eq(got_counts ? got_counts : "(none)", c->launcher_counts, "case %s: Launcher counts", c->name);
+        free(got_counts);
+    }
     if (c->requeue_ms)
         cr_expect_eq(p.requeue_after_ms, c->requeue_ms, "case %s: requeue after %llu ms", c->name,
                      (unsigned long long)p.requeue_after_ms);
@@ -324,7 +330,8 @@ static void check(const struct plan_case *c)
 #define W(i, phase, ready) {"pi-worker-" #i, phase, ready, false, false}
 #define RUNNING_WORKERS {W(0, "Running", true), W(1, "Running", true)}
 #define LAUNCHER_RUNNING {{"pi-launcher-x", "Running", true, false, false}}
-#define COMPLETE "{\"conditions\":[{\"type\":\"Complete\",\"status\":\"True\"}]}"
+#define COMPLETE_CONDITIONS "\"conditions\":[{\"type\":\"Complete\",\"status\":\"True\"}]"
+#define COMPLETE "{" COMPLETE_CONDITIONS "}"
 #define BACKOFF "{\"conditions\":[{\"type\":\"Failed\",\"status\":\"True\",\"reason\":\"BackoffLimitExceeded\",\"message\":\"Job has reached the specified backoff limit\"}]}"
 
 static const struct plan_case cases[] = {
@@ -373,6 +380,12 @@ static const struct plan_case cases[] = {
      .replicas = 2, .status = SUCCEEDED_LONG_AGO, .have = ALL_OBJECTS,
      .workers = {{"pi-worker-0", "Running", true, true, false}, W(1, "Succeeded", false)},
      .expect = {"write status"}},
+    {.name = "a finished job's launcher count follows its pod, whichever event came first",
+     .replicas = 1, .have = ALL_OBJECTS, .launcher_status = "{\"succeeded\":1," COMPLETE_CONDITIONS "}",
+     .status = "{\"conditions\":[" CREATED ",{\"type\":\"Succeeded\",\"status\":\"True\",\"reason\":\"MPIJobSucceeded\"," T0 "}],"
+               STARTED ",\"completionTime\":\"2027-01-15T07:00:00Z\",\"replicaStatuses\":{\"Launcher\":{\"active\":1,\"ready\":1}}}",
+     .launcher_pods = {{"pi-launcher-x", "Succeeded", false, false, false}},
+     .expect = {"write status"}, .launcher_counts = "{\"succeeded\":1}"},
     {.name = "a failed worker: Restarting, counted, then deleted so that it is made afresh",
      .replicas = 2, .run_policy = "\"backoffLimit\":3", .status = STATUS_RUNNING, .have = ALL_OBJECTS,
      .workers = {W(0, "Running", true), W(1, "Failed", false)}, .launcher_pods = LAUNCHER_RUNNING,
