@@ -11,7 +11,7 @@
  *    namespaces (the controller's own, and passive informers on the baseline's), so that the API
  *    server does the same work for every object in both runs. Measured with the operator's
  *    default client flags (no client-side limit) and with the former default, --qps 20
- *    --burst 30, for comparison.
+ *    --burst 30, for comparison (BENCH_CONFIGS=defaults or qps20 runs one of them).
  * 2. N jobs of 8 workers (default 100): total time until every launcher exists, API requests
  *    per job from the operator's client, resident memory and CPU time of this process (the
  *    controller; the API server is another process).
@@ -299,7 +299,10 @@ static void creation_ratios(struct kube_client *admin)
     };
     const char *sizes = getenv("BENCH_SIZES") ? getenv("BENCH_SIZES") : "8,64,512";
     int rounds = getenv("BENCH_ROUNDS") ? atoi(getenv("BENCH_ROUNDS")) : 5;
+    const char *only = getenv("BENCH_CONFIGS"); /* e.g. "defaults": the labels to run */
     for (size_t k = 0; k < sizeof(configs) / sizeof(configs[0]); k++) {
+        if (only && !strstr(only, configs[k].label))
+            continue;
         struct kube_client *op = new_client_with(configs[k].qps, configs[k].burst);
         if (getenv("BENCH_TRACE"))
             kube_client_set_observer(op, observe, NULL);
