@@ -71,6 +71,7 @@ import threading
 import time
 
 from kube import Informer, KubeError
+from pods import find_condition, pod_active, pod_ready, pod_terminal
 
 log = logging.getLogger("deployments")
 
@@ -262,13 +263,6 @@ def random_suffix():
     return "".join(random.choice(SAFE_ALPHABET) for _ in range(5))
 
 
-def find_condition(status, ctype):
-    for c in status.get("conditions") or []:
-        if isinstance(c, dict) and c.get("type") == ctype:
-            return c
-    return None
-
-
 def set_condition(conditions, ctype, status, reason, message):
     """SetDeploymentCondition: nothing when status and reason are unchanged; otherwise the
     condition is replaced and moved last, keeping lastTransitionTime while the status holds.
@@ -289,25 +283,8 @@ def remove_condition(conditions, ctype):
     conditions[:] = [c for c in conditions if c.get("type") != ctype]
 
 
-def pod_terminal(pod):
-    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
-
-
-def pod_deleting(pod):
-    return bool((pod.get("metadata") or {}).get("deletionTimestamp"))
-
-
-def pod_active(pod):
-    return not pod_terminal(pod) and not pod_deleting(pod)
-
-
 def ready_condition(pod):
     return find_condition(pod.get("status") or {}, "Ready")
-
-
-def pod_ready(pod):
-    c = ready_condition(pod)
-    return c is not None and c.get("status") == "True"
 
 
 def pod_available(pod, min_ready_seconds, now):

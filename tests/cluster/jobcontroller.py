@@ -39,6 +39,7 @@ import threading
 import time
 
 from kube import Informer, KubeError
+from pods import condition_true, find_condition, pod_active, pod_deleting, pod_ready, pod_terminal
 
 log = logging.getLogger("jobs")
 
@@ -79,18 +80,6 @@ def controller_ref(obj):
     return None
 
 
-def find_condition(status, ctype):
-    for c in status.get("conditions") or []:
-        if c.get("type") == ctype:
-            return c
-    return None
-
-
-def condition_true(status, ctype):
-    c = find_condition(status, ctype)
-    return c is not None and c.get("status") == "True"
-
-
 def job_finished(job):
     st = job.get("status") or {}
     return condition_true(st, "Complete") or condition_true(st, "Failed")
@@ -117,22 +106,6 @@ def set_condition(conditions, ctype, status, reason, message):
         return False
     conditions.append(new_condition(ctype, status, reason, message))
     return True
-
-
-def pod_terminal(pod):
-    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
-
-
-def pod_deleting(pod):
-    return bool((pod.get("metadata") or {}).get("deletionTimestamp"))
-
-
-def pod_active(pod):
-    return not pod_terminal(pod) and not pod_deleting(pod)
-
-
-def pod_ready(pod):
-    return condition_true(pod.get("status") or {}, "Ready")
 
 
 def has_finalizer(pod):

@@ -23,6 +23,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
 from kube import Kube  # noqa: E402
+import pods  # noqa: E402
 
 WAIT = 15.0
 
@@ -455,15 +456,7 @@ class CommandLineTest(unittest.TestCase):
             wait_for("the pod to run", lambda: phase() == "Running", harness=h)
 
             def sleepers():
-                found = []
-                for pid in filter(str.isdigit, os.listdir("/proc")):
-                    try:
-                        with open("/proc/%s/cmdline" % pid, "rb") as f:
-                            if f.read().split(b"\0")[:2] == [b"sleep", token.encode()]:
-                                found.append(pid)
-                    except OSError:
-                        pass
-                return found
+                return pods.processes("sleep", token)
             wait_for("the pod's process", sleepers, harness=h)
             self.assertTrue(os.path.isdir(made + "/inner"))
             with open(os.path.join(h.dir, "sim", "kubelet.json")) as f:

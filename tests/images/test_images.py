@@ -27,6 +27,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "cluster"))
 
 import kubelet as kubelet_mod  # noqa: E402
 import netns  # noqa: E402
+import pods  # noqa: E402
 import runtime  # noqa: E402
 from kube import Kube  # noqa: E402
 
@@ -428,15 +429,7 @@ class CrashReaper(unittest.TestCase):
                 return ((kube.get("/api/v1/namespaces/default/pods/doomed") or {}).get("status") or {}).get("phase")
 
             def sleepers():
-                found = []
-                for pid in filter(str.isdigit, os.listdir("/proc")):
-                    try:
-                        with open("/proc/%s/cmdline" % pid, "rb") as f:
-                            if f.read().split(b"\0")[:2] == [b"sleep", token.encode()]:
-                                found.append(pid)
-                    except OSError:
-                        pass
-                return found
+                return pods.processes("sleep", token)
 
             def mounts():
                 with open("/proc/mounts") as f:
