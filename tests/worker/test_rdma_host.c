@@ -1,6 +1,7 @@
 /* What the host gives RDMA, on fakes: sysfs GID tables and /dev/infiniband built in a temporary
- * directory that stands for /, the locked-memory limit passed in; and the verdict train, bench
- * and `probe --require rdma` share. */
+ * directory that stands for /, the locked-memory limit passed in; the verdict train, bench and
+ * `probe --require rdma` share; and `mpijob-worker probe` pointed at the fakes through
+ * MPIJOB_WORKER_HOST_ROOT and MPIJOB_WORKER_MEMLOCK. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -10,10 +11,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "worker/rdma.h"
 #include "worker/rdma_host.h"
 #include "worker/rdma_suggest.h"
 
+#include "runcmd.h"
 
 static char root[64];
 
@@ -497,4 +501,132 @@ Test(rdma_verdict, listed_but_not_opened)
     cr_expect_not_null(strstr(msg, "mlx5_0 has no port that could be queried; mlx5_0: "
                                    "ibv_open_device: Operation not permitted; uverbs0: open: "
                                    "Operation not permitted: the container's cgroup"), "%s", msg);
+}
+
+/* ---- the probe command on the fakes ------------------------------------------------------- */
+
+static int host_has_rdma(void)
+{
+    struct wk_rdma_device devs[8];
+    char why[256];
+    int n = wk_rdma_list(devs, 8, why, sizeof(why));
+    struct wk_rdma_suggestion s;
+    wk_rdma_suggest(devs, n > 0 ? n : 0, &s);
+    return s.active_ports > 0;
+}
+
+static int probe(const char *memlock, const char *args, char **out, char **err)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof(cmd), "env -u NCCL_IB_HCA " WK_RDMA_ROOT_ENV "='%s' " WK_RDMA_MEMLOCK_ENV
+             "='%s' '%s' probe %s", root, memlock, runcmd_worker_bin(), args);
+    return runcmd(cmd, out, err);
+}
+
+TestSuite(probe_host, .init = make_root, .fini = remove_root);
+
+/* The kernel has a RoCE device but nothing passed /dev/infiniband in: the GID table and the
+ * index that fits it are still shown, and the failure names the missing directory. */
+Test(probe_host, kernel_device_without_dev_infiniband)
+{
+    if (host_has_rdma())
+        cr_skip_test("this host has an ACTIVE RDMA port");
+    roce_mlx5("mlx5_0", "eth0");
+    char *out, *err;
+    int code = probe("unlimited:unlimited", "--require rdma", &out, &err);
+    cr_expect_eq(code, 1, "stdout:\n%s\nstderr:\n%s", out, err);
+    cr_expect_not_null(strstr(out, "RDMA devices: none\nThe kernel has these (/sys/class/infiniband), "
+                                   "unusable through libibverbs here:\n"), "%s", out);
+    cr_expect_not_null(strstr(out, "3     " MAPPED_10_0_0_7 " RoCE v2 10.0.0.7        eth0\n"), "%s", out);
+    cr_expect_not_null(strstr(out, "NCCL_IB_GID_INDEX=3 fits mlx5_0:1: RoCE v2 with IPv4 10.0.0.7 "
+                                   "(eth0)\n"), "%s", out);
+    cr_expect_null(strstr(out, ZERO_GID), "%s", out);
+    cr_expect_not_null(strstr(out, "\n/dev/infiniband does not exist here: "), "%s", out);
+    cr_expect_not_null(strstr(err, "mpijob-worker probe: " WK_RDMA_NO_DEVICE), "%s", err);
+    cr_expect_not_null(strstr(err, "the kernel has mlx5_0 in /sys/class/infiniband; /dev/infiniband "
+                                   "does not exist here"), "%s", err);
+    free(out);
+    free(err);
+}
+
+Test(probe_host, dev_infiniband_present_but_unusable)
+{
+    if (host_has_rdma())
+        cr_skip_test("this host has an ACTIVE RDMA port");
+    make_dir("dev/infiniband");
+    char *out, *err;
+    cr_expect_eq(probe("unlimited:unlimited", "", &out, &err), 1);
+    cr_expect_not_null(strstr(out, "\n/dev/infiniband exists but holds no uverbs device: "),
+                       "%s", out);
+    cr_expect_not_null(strstr(err, "no RDMA device: "), "%s", err);
+    cr_expect_not_null(strstr(err, "holds no uverbs device"), "%s", err);
+    free(out);
+    free(err);
+
+    put("", "dev/infiniband/uverbs0");
+    cr_expect_eq(probe("unlimited:unlimited", "--require rdma", &out, &err), 1);
+    cr_expect_not_null(strstr(out, "\n/dev/infiniband is there but none of its uverbs "
+                                   "devices can be used: uverbs0 is a regular file, not a character "
+                                   "device"), "%s", out);
+    cr_expect_not_null(strstr(err, "uverbs0 is a regular file, not a character device"), "%s", err);
+    free(out);
+    free(err);
+}
+
+Test(probe_host, locked_memory_line)
+{
+    static const struct {
+        const char *env, *line;
+    } cases[] = {
+        {"8388608:8388608", "\nLocked memory: RLIMIT_MEMLOCK soft 8 MiB, hard 8 MiB: too low for RDMA "
+                            "memory registration"},
+        {"68719476736:68719476736", "\nLocked memory: RLIMIT_MEMLOCK soft 64 GiB, hard 64 GiB: enough "
+                                    "for memory registration\n"},
+        {"unlimited:unlimited", "\nLocked memory: RLIMIT_MEMLOCK soft unlimited, hard unlimited: "
+                                "enough for memory registration\n"},
+        {"65536:65536:IPC_LOCK", "\nLocked memory: RLIMIT_MEMLOCK soft 64 KiB, hard 64 KiB: below "
+                                 "64 MiB, but CAP_IPC_LOCK is effective"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *out, *err;
+        probe(cases[i].env, "", &out, &err);
+        cr_expect_not_null(strstr(out, cases[i].line), "%s:\n%s", cases[i].env, out);
+        free(out);
+        free(err);
+    }
+    char *out, *err;
+    probe("lots", "", &out, &err);
+    cr_expect_not_null(strstr(err, "mpijob-worker probe: " WK_RDMA_MEMLOCK_ENV "='lots': want "), "%s",
+                       err);
+    free(out);
+    free(err);
+}
+
+Test(probe_host, json_has_the_host)
+{
+    roce_mlx5("mlx5_0", "eth0");
+    char *out, *err;
+    probe("8388608:unlimited", "--json", &out, &err);
+    cJSON *obj = cJSON_Parse(out);
+    cr_assert_not_null(obj, "not JSON: %s", out);
+    const cJSON *memlock = cJSON_GetObjectItem(obj, "memlock");
+    cr_expect_eq(cJSON_GetObjectItem(memlock, "soft")->valuedouble, 8388608);
+    cr_expect_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(memlock, "hard")), "unlimited");
+    cr_expect(cJSON_IsFalse(cJSON_GetObjectItem(memlock, "ok")));
+    cr_expect(cJSON_IsFalse(cJSON_GetObjectItem(memlock, "ipc_lock")));
+    const cJSON *dir = cJSON_GetObjectItem(obj, "dev_infiniband");
+    cr_expect_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(dir, "status")), "missing");
+    const cJSON *sysfs = cJSON_GetObjectItem(obj, "sysfs_devices");
+    cr_assert_eq(cJSON_GetArraySize(sysfs), 1);
+    const cJSON *port0 = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetArrayItem(sysfs, 0), "ports"), 0);
+    cr_expect_eq(cJSON_GetObjectItem(port0, "gid_index")->valueint, 3);
+    const cJSON *gids = cJSON_GetObjectItem(port0, "gids");
+    cr_assert_eq(cJSON_GetArraySize(gids), 4);
+    const cJSON *g3 = cJSON_GetArrayItem(gids, 3);
+    cr_expect_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(g3, "type")), "RoCE v2");
+    cr_expect_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(g3, "ipv4")), "10.0.0.7");
+    cr_expect_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(g3, "ndev")), "eth0");
+    cJSON_Delete(obj);
+    free(out);
+    free(err);
 }
