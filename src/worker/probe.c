@@ -163,7 +163,8 @@ static void add_devices(cJSON *list, const struct wk_rdma_device *devs, int n)
             }
             /* What NCCL_IB_GID_INDEX fits this port alone; null where none does or none is
              * needed (InfiniBand). */
-            int index = strcmp(p->link_layer, "Ethernet") == 0 ? wk_rdma_port_gid_index(p, NULL) : -1;
+            int roce = strcmp(p->link_layer, "Ethernet") == 0;
+            int index = roce ? wk_rdma_port_gid_index(p, NULL) : -1;
             if (index >= 0)
                 cJSON_AddNumberToObject(port, "gid_index", index);
             else
@@ -281,7 +282,8 @@ int wk_probe_main(int argc, char **argv)
         /* The check's own account of what was looked for and found, said as probe says it. */
         if (verdict == 0 || strncmp(check, WK_RDMA_NO_DEVICE, strlen(WK_RDMA_NO_DEVICE)) != 0)
             snprintf(check, sizeof(check), WK_RDMA_NO_DEVICE "%s", why[0] ? why : "no ACTIVE port");
-        snprintf(error, sizeof(error), "%s%s", f.require_rdma ? WK_RDMA_NO_DEVICE : "no RDMA device: ",
+        snprintf(error, sizeof(error), "%s%s",
+                 f.require_rdma ? WK_RDMA_NO_DEVICE : "no RDMA device: ",
                  check + strlen(WK_RDMA_NO_DEVICE));
     }
     status = ok ? 0 : 1;

@@ -55,7 +55,8 @@ const char *wk_rdma_host_root(void)
 
 /* The first line of the file at the printf-formatted path, without its newline: 0, or -errno
  * (sysfs answers EINVAL for the attributes of an unused GID). */
-static int read_line(char *out, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int read_line(char *out, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static int read_line(char *out, size_t len, const char *fmt, ...)
 {
     char path[1024];
@@ -151,7 +152,8 @@ static void sysfs_port(const char *root, const char *dev, int num, struct wk_rdm
         snprintf(p->link_layer, sizeof(p->link_layer), "%.*s", (int)sizeof(p->link_layer) - 1, line);
     int ethernet = strcmp(p->link_layer, "Ethernet") == 0;
     for (int i = 0; i < MAX_GID_TABLE && p->gid_count < WK_RDMA_MAX_GIDS; i++) {
-        int rc = read_line(line, sizeof(line), "%s" SYSFS_IB "/%s/ports/%d/gids/%d", root, dev, num, i);
+        int rc = read_line(line, sizeof(line), "%s" SYSFS_IB "/%s/ports/%d/gids/%d", root, dev,
+                           num, i);
         if (rc == -ENOENT)
             break;
         if (rc < 0 || !gid_in_use(line))
@@ -338,9 +340,9 @@ void wk_rdma_devdir_check(const char *root, struct wk_rdma_devdir *out)
  * buffers, on the send and on the receive side. Without GPUDirect RDMA they live in host memory
  * and all of it is pinned against RLIMIT_MEMLOCK, so two channels to a ring's two neighbours
  * come to tens of MiB. Containers inherit their runtime's limit, often the kernel's default:
- * 64 KiB before Linux 5.16, 8 MiB since; both fail at the first connections. 64 MiB is the least that holds a small ring; more
- * channels and peers need more, which is why the usual advice (rdma-core, the adapter vendors)
- * is unlimited. */
+ * 64 KiB before Linux 5.16, 8 MiB since; both fail at the first connections. 64 MiB is the
+ * least that holds a small ring; more channels and peers need more, which is why the usual
+ * advice (rdma-core, the adapter vendors) is unlimited. */
 
 static void format_limit(rlim_t v, char *out, size_t len)
 {
@@ -452,7 +454,8 @@ int wk_rdma_memlock_read(struct wk_rdma_memlock *out)
         if (getrlimit(RLIMIT_MEMLOCK, &limit) != 0) {
             int err = errno;
             memset(out, 0, sizeof(*out));
-            snprintf(out->detail, sizeof(out->detail), "RLIMIT_MEMLOCK: getrlimit: %s", strerror(err));
+            snprintf(out->detail, sizeof(out->detail), "RLIMIT_MEMLOCK: getrlimit: %s",
+                     strerror(err));
             return -err;
         }
         wk_rdma_memlock_assess(&limit, ipc_lock_effective(), out);

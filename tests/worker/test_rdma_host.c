@@ -22,7 +22,8 @@
 static char root[64];
 
 #define expect_prefix(s, prefix) \
-    cr_expect(strncmp((s), (prefix), strlen(prefix)) == 0, "want the prefix\n%s\ngot\n%s", (prefix), (s))
+    cr_expect(strncmp((s), (prefix), strlen(prefix)) == 0, "want the prefix\n%s\ngot\n%s", \
+              (prefix), (s))
 
 static void make_root(void)
 {
@@ -159,7 +160,8 @@ Test(rdma_sysfs, pvrdma_ipv4_v2_first)
     char advice[256];
     wk_rdma_port_gid_advice(d.name, &d.ports[0], advice, sizeof(advice));
     cr_expect_str_eq(advice,
-                     "NCCL_IB_GID_INDEX=0 fits vmw_pvrdma0:1: RoCE v2 with IPv4 192.168.10.21 (ens192)");
+                     "NCCL_IB_GID_INDEX=0 fits vmw_pvrdma0:1: RoCE v2 with IPv4 192.168.10.21 "
+                     "(ens192)");
 }
 
 Test(rdma_sysfs, roce_without_ipv4_or_v2)
@@ -359,7 +361,8 @@ Test(rdma_memlock, enough_and_unlimited)
 {
     struct wk_rdma_memlock m = assess(64 << 20, 64 << 20, 0);
     cr_expect(m.ok, "%s", m.detail);
-    cr_expect_str_eq(m.detail, "RLIMIT_MEMLOCK soft 64 MiB, hard 64 MiB: enough for memory registration");
+    cr_expect_str_eq(m.detail,
+                     "RLIMIT_MEMLOCK soft 64 MiB, hard 64 MiB: enough for memory registration");
     m = assess(64ULL << 30, RLIM_INFINITY, 0);
     cr_expect(m.ok);
     cr_expect_str_eq(m.detail, "RLIMIT_MEMLOCK soft 64 GiB, hard unlimited: enough for memory "
@@ -537,7 +540,8 @@ Test(probe_host, kernel_device_without_dev_infiniband)
     cr_expect_eq(code, 1, "stdout:\n%s\nstderr:\n%s", out, err);
     cr_expect_not_null(strstr(out, "RDMA devices: none\nThe kernel has these (/sys/class/infiniband), "
                                    "unusable through libibverbs here:\n"), "%s", out);
-    cr_expect_not_null(strstr(out, "3     " MAPPED_10_0_0_7 " RoCE v2 10.0.0.7        eth0\n"), "%s", out);
+    cr_expect_not_null(strstr(out, "3     " MAPPED_10_0_0_7 " RoCE v2 10.0.0.7        eth0\n"),
+                       "%s", out);
     cr_expect_not_null(strstr(out, "NCCL_IB_GID_INDEX=3 fits mlx5_0:1: RoCE v2 with IPv4 10.0.0.7 "
                                    "(eth0)\n"), "%s", out);
     cr_expect_null(strstr(out, ZERO_GID), "%s", out);
@@ -618,7 +622,8 @@ Test(probe_host, json_has_the_host)
     cr_expect_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(dir, "status")), "missing");
     const cJSON *sysfs = cJSON_GetObjectItem(obj, "sysfs_devices");
     cr_assert_eq(cJSON_GetArraySize(sysfs), 1);
-    const cJSON *port0 = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetArrayItem(sysfs, 0), "ports"), 0);
+    const cJSON *dev0 = cJSON_GetArrayItem(sysfs, 0);
+    const cJSON *port0 = cJSON_GetArrayItem(cJSON_GetObjectItem(dev0, "ports"), 0);
     cr_expect_eq(cJSON_GetObjectItem(port0, "gid_index")->valueint, 3);
     const cJSON *gids = cJSON_GetObjectItem(port0, "gids");
     cr_assert_eq(cJSON_GetArraySize(gids), 4);
