@@ -38,6 +38,13 @@ static void remove_root(void)
     cr_expect_eq(system(cmd), 0);
 }
 
+/* Criterion runs no .fini for a skipped test. */
+#define skip(reason)              \
+    do {                          \
+        remove_root();            \
+        cr_skip_test("%s", reason); \
+    } while (0)
+
 /* ROOT/path, its directories made first; the path is printf-formatted. */
 static void put(const char *content, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void put(const char *content, const char *fmt, ...)
@@ -305,7 +312,7 @@ Test(rdma_devdir, open_refusals_name_their_fix)
 Test(rdma_devdir, unreadable_mode_when_not_root)
 {
     if (geteuid() == 0)
-        cr_skip_test("root opens a file whatever its mode");
+        skip("root opens a file whatever its mode");
     put("", "dev/infiniband/uverbs0");
     char path[640];
     snprintf(path, sizeof(path), "%s/dev/infiniband", root);
@@ -533,7 +540,7 @@ TestSuite(probe_host, .init = make_root, .fini = remove_root);
 Test(probe_host, kernel_device_without_dev_infiniband)
 {
     if (host_has_rdma())
-        cr_skip_test("this host has an ACTIVE RDMA port");
+        skip("this host has an ACTIVE RDMA port");
     roce_mlx5("mlx5_0", "eth0");
     char *out, *err;
     int code = probe("unlimited:unlimited", "--require rdma", &out, &err);
@@ -556,7 +563,7 @@ Test(probe_host, kernel_device_without_dev_infiniband)
 Test(probe_host, dev_infiniband_present_but_unusable)
 {
     if (host_has_rdma())
-        cr_skip_test("this host has an ACTIVE RDMA port");
+        skip("this host has an ACTIVE RDMA port");
     make_dir("dev/infiniband");
     char *out, *err;
     cr_expect_eq(probe("unlimited:unlimited", "", &out, &err), 1);
