@@ -18,14 +18,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <unistd.h>
 
 #include <infiniband/verbs.h>
 
+#include "worker/rdma_host.h"
 #include "worker/rdma_suggest.h"
 
 #define IBVERBS_LIB "libibverbs.so.1"
-#define SYSFS_IB "/sys/class/infiniband"
 
 struct verbs {
     void *lib;
@@ -96,29 +95,6 @@ static const char *port_state_name(enum ibv_port_state s)
     return "UNKNOWN";
 }
 
-/* The GID's type as the kernel reports it in sysfs ("IB/RoCE v1" or "RoCE v2"). */
-static void gid_type(const char *dev, int port, int index, int ethernet, char *out, size_t out_len)
-{
-    if (!ethernet) {
-        snprintf(out, out_len, "IB");
-        return;
-    }
-    char path[256], line[32] = "";
-    snprintf(path, sizeof(path), SYSFS_IB "/%s/ports/%d/gid_attrs/types/%d", dev, port, index);
-    FILE *f = fopen(path, "r");
-    if (f != NULL) {
-        if (fgets(line, sizeof(line), f) == NULL)
-            line[0] = '\0';
-        fclose(f);
-    }
-    if (strstr(line, "RoCE v2") != NULL)
-        snprintf(out, out_len, "RoCE v2");
-    else if (strstr(line, "RoCE v1") != NULL)
-        snprintf(out, out_len, "RoCE v1");
-    else
-        out[0] = '\0';
-}
-
 static int gid_is_zero(const union ibv_gid *g)
 {
     for (size_t i = 0; i < sizeof(g->raw); i++)
@@ -127,6 +103,7 @@ static int gid_is_zero(const union ibv_gid *g)
     return 1;
 }
 
+/* The GIDs' types and net devices come from sysfs (worker/rdma_host.h), under the same root. */
 static void port_read(const struct verbs *v, struct ibv_context *ctx, const char *dev, int num,
                       const struct ibv_port_attr *attr, struct wk_rdma_port *out)
 {
@@ -145,7 +122,7 @@ static void port_read(const struct verbs *v, struct ibv_context *ctx, const char
         snprintf(o->gid, sizeof(o->gid),
                  "%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x", r[0], r[1],
                  r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12], r[13], r[14], r[15]);
-        gid_type(dev, num, i, ethernet, o->type, sizeof(o->type));
+        wk_rdma_sysfs_gid_attrs(wk_rdma_host_root(), dev, num, ethernet, o);
     }
 }
 
@@ -227,35 +204,26 @@ int wk_rdma_required(void)
            (net != NULL && strcasecmp(net, "IB") == 0);
 }
 
-#define CHECK_PREFIX "RDMA requested but no usable device: "
-#define LOOKED_FOR "looked for InfiniBand/RoCE devices through " IBVERBS_LIB ": "
 #define MAX_DEVICES 32
 
 int wk_rdma_check(char *msg, size_t msg_len)
 {
-    struct wk_rdma_device *devs = calloc(MAX_DEVICES, sizeof(*devs));
-    char why[512] = "", found[768] = "";
-    const char *hca = getenv("NCCL_IB_HCA");
-    int rc = -ENODEV; /* no usable device */
+    struct wk_rdma_device *devs = calloc(2 * MAX_DEVICES, sizeof(*devs));
+    char why[512] = "";
     if (devs == NULL) {
-        snprintf(msg, msg_len, CHECK_PREFIX "out of memory listing devices");
+        snprintf(msg, msg_len, WK_RDMA_NO_DEVICE "out of memory listing devices");
         return -ENOMEM;
     }
+    struct wk_rdma_device *sysfs = devs + MAX_DEVICES;
+    struct wk_rdma_devdir devdir;
+    struct wk_rdma_memlock memlock;
+    const char *root = wk_rdma_host_root();
     int n = wk_rdma_list(devs, MAX_DEVICES, why, sizeof(why));
-    if (n < 0) {
-        snprintf(msg, msg_len, CHECK_PREFIX "%s", why);
-    } else if (n == 0) {
-        int dev_dir = access("/dev/infiniband", F_OK) == 0;
-        snprintf(msg, msg_len,
-                 CHECK_PREFIX LOOKED_FOR "no devices found (is /dev/infiniband mounted and the "
-                 "device's provider installed? /dev/infiniband %s; NCCL_IB_HCA=%s)",
-                 dev_dir ? "exists" : "does not exist here", hca ? hca : "unset");
-    } else if (wk_rdma_usable(devs, n, hca, found, sizeof(found)) == 0) {
-        snprintf(msg, msg_len, CHECK_PREFIX LOOKED_FOR "%s%s%s", found, why[0] ? "; " : "", why);
-    } else {
-        snprintf(msg, msg_len, "RDMA ports usable by NCCL: %s", found);
-        rc = 0;
-    }
+    int n_sysfs = wk_rdma_sysfs_list(root, sysfs, MAX_DEVICES);
+    wk_rdma_devdir_check(root, &devdir);
+    wk_rdma_memlock_read(&memlock);
+    int rc = wk_rdma_verdict(devs, n, why, getenv("NCCL_IB_HCA"), sysfs, n_sysfs, &devdir, &memlock,
+                             msg, msg_len);
     free(devs);
     return rc;
 }

@@ -16,6 +16,7 @@ struct wk_rdma_gid {
     int index;
     char gid[40];       /* "fe80:0000:...": the 16 bytes in 8 groups */
     char type[16];      /* "IB", "RoCE v1", "RoCE v2" or "" when unknown */
+    char ndev[16];      /* the net device a RoCE GID belongs to ("eth0"), "" when none or unknown */
 };
 
 struct wk_rdma_port {
@@ -39,9 +40,12 @@ int wk_rdma_list(struct wk_rdma_device *devs, int max, char *why, size_t why_len
 /* Whether the environment says RDMA is required (MPIJOB_TRANSPORT=RDMA or NCCL_NET=IB). */
 int wk_rdma_required(void);
 
-/* 0 when at least one device has an ACTIVE port; else -ENODEV (-ENOMEM) and msg[] starts with
- * "RDMA requested but no usable device: " and says what was looked for and what was found
- * (library missing, no devices, devices with no active port). */
+/* 0 when at least one device has an ACTIVE port that NCCL_IB_HCA selects and memory
+ * registration is not held to a too-low locked-memory limit. Else -ENODEV (-ENOMEM) with msg[]
+ * starting "RDMA requested but no usable device: " and saying what was looked for and found
+ * (library missing, no devices and why: /dev/infiniband missing or unusable; devices with no
+ * active port), or -EPERM with msg[] starting "RDMA requested but memory registration would
+ * fail: " (RLIMIT_MEMLOCK, and the fixes). wk_rdma_verdict (worker/rdma_host.h) decides. */
 int wk_rdma_check(char *msg, size_t msg_len);
 
 #endif

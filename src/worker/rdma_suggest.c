@@ -93,26 +93,58 @@ int wk_rdma_gid_ipv4(const char *gid, char ipv4[16])
     return 1;
 }
 
-/* The GID index NCCL should use on one RoCE port: the lowest RoCE v2 GID carrying an IPv4
- * address (what NCCL's own default selection prefers), else the lowest RoCE v2 GID; -1 when the
- * port has none. *mapped says which rule chose it. */
-static int port_gid_index(const struct wk_rdma_port *p, int *mapped)
+static int gid_zero(const char *gid)
 {
-    int v2 = -1;
+    return strspn(gid, "0:") == strlen(gid);
+}
+
+/* The lowest RoCE v2 GID carrying an IPv4 address is what NCCL's own selection prefers (RoCE
+ * version 2 and address family AF_INET by default). */
+int wk_rdma_port_gid_index(const struct wk_rdma_port *p, int *mapped)
+{
+    int v2 = -1, v2_mapped = -1;
     char ip[16];
-    *mapped = 0;
     for (int i = 0; i < p->gid_count && i < WK_RDMA_MAX_GIDS; i++) {
         const struct wk_rdma_gid *g = &p->gids[i];
-        if (strcmp(g->type, "RoCE v2") != 0)
+        if (strcmp(g->type, "RoCE v2") != 0 || gid_zero(g->gid))
             continue;
-        if (wk_rdma_gid_ipv4(g->gid, ip)) {
-            *mapped = 1;
-            return g->index;
-        }
+        if (wk_rdma_gid_ipv4(g->gid, ip) && (v2_mapped < 0 || g->index < v2_mapped))
+            v2_mapped = g->index;
         if (v2 < 0 || g->index < v2)
             v2 = g->index;
     }
-    return v2;
+    if (mapped != NULL)
+        *mapped = v2_mapped >= 0;
+    return v2_mapped >= 0 ? v2_mapped : v2;
+}
+
+void wk_rdma_port_gid_advice(const char *dev, const struct wk_rdma_port *p, char *out, size_t len)
+{
+    size_t used = 0;
+    if (len)
+        out[0] = '\0';
+    if (!port_roce(p))
+        return;
+    int mapped = 0, index = wk_rdma_port_gid_index(p, &mapped);
+    const struct wk_rdma_gid *g = NULL;
+    for (int i = 0; i < p->gid_count && i < WK_RDMA_MAX_GIDS; i++)
+        if (p->gids[i].index == index)
+            g = &p->gids[i];
+    if (g == NULL) {
+        append(out, len, &used, "%s:%d has no RoCE v2 GID: %s", dev, p->port,
+               p->gid_count ? "NCCL's default index 0 (RoCE v1) applies"
+                            : "no GID is in use (has its net device an address?)");
+        return;
+    }
+    char ip[16] = "";
+    wk_rdma_gid_ipv4(g->gid, ip);
+    append(out, len, &used, "NCCL_IB_GID_INDEX=%d fits %s:%d: RoCE v2", index, dev, p->port);
+    if (mapped)
+        append(out, len, &used, " with IPv4 %s", ip);
+    else
+        append(out, len, &used, ", but no RoCE v2 GID carries an IPv4 address");
+    if (g->ndev[0])
+        append(out, len, &used, " (%s)", g->ndev);
 }
 
 void wk_rdma_suggest(const struct wk_rdma_device *devs, int n, struct wk_rdma_suggestion *out)
@@ -132,7 +164,7 @@ void wk_rdma_suggest(const struct wk_rdma_device *devs, int n, struct wk_rdma_su
             out->active_ports++;
             if (!port_roce(p))
                 continue;
-            int mapped = 0, index = port_gid_index(p, &mapped);
+            int mapped = 0, index = wk_rdma_port_gid_index(p, &mapped);
             if (roce_ports++ == 0) {
                 out->gid_index = index;
                 chosen_mapped = mapped;

@@ -36,6 +36,15 @@ void wk_rdma_suggest(const struct wk_rdma_device *devs, int n, struct wk_rdma_su
 int wk_rdma_usable(const struct wk_rdma_device *devs, int n, const char *filter, char *msg,
                    size_t msg_len);
 
+/* The NCCL_IB_GID_INDEX that fits one RoCE port: the lowest RoCE v2 GID with an IPv4-mapped
+ * address (::ffff:a.b.c.d), else the lowest RoCE v2 GID; all-zero GIDs are skipped. -1 when
+ * there is none. *mapped (may be NULL) is 1 when an IPv4 address decided. */
+int wk_rdma_port_gid_index(const struct wk_rdma_port *p, int *mapped);
+
+/* One line for a person on port p of device dev: "NCCL_IB_GID_INDEX=3 fits mlx5_0:1: RoCE v2
+ * with IPv4 10.0.0.7 (eth0)", or why no index fits; "" for a port that is not RoCE. */
+void wk_rdma_port_gid_advice(const char *dev, const struct wk_rdma_port *p, char *out, size_t len);
+
 /* 1 when gid ("0000:...:ffff:0a00:0001") is an IPv4-mapped address; then ipv4[] (16 bytes)
  * holds its dotted form. */
 int wk_rdma_gid_ipv4(const char *gid, char ipv4[16]);
