@@ -28,8 +28,13 @@ $(if $(filter-out openmpi mpich,$(MPI)),$(error MPI=$(MPI): want openmpi or mpic
 MPI_PC    := $(if $(filter mpich,$(MPI)),mpich,ompi-c)
 MPI_CFLAGS := $(shell pkg-config --cflags $(MPI_PC) 2>/dev/null)
 MPI_LIBS   := $(shell pkg-config --libs $(MPI_PC) 2>/dev/null)
-WORKER_LIBS := $(MPI_LIBS) $(shell pkg-config --libs libcjson 2>/dev/null) -ldl -lpthread -lm
-build/obj/src/worker/%.o build/obj/cmd/mpijob-worker/%.o build/asan/obj/src/worker/%.o build/asan/obj/tests/worker/%.o: EXTRA_CFLAGS := $(MPI_CFLAGS)
+# The CPU backend's GEMMs are OpenBLAS's (Debian's libopenblas-dev; its pkg-config module names
+# the pthread build's header, and the library's run-time variant is the one Debian's alternatives
+# select: pthread, openmp or serial).
+BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null)
+BLAS_LIBS  := $(or $(shell pkg-config --libs openblas 2>/dev/null),-lopenblas)
+WORKER_LIBS := $(MPI_LIBS) $(BLAS_LIBS) $(shell pkg-config --libs libcjson 2>/dev/null) -ldl -lpthread -lm
+build/obj/src/worker/%.o build/obj/cmd/mpijob-worker/%.o build/asan/obj/src/worker/%.o build/asan/obj/tests/worker/%.o: EXTRA_CFLAGS := $(MPI_CFLAGS) $(BLAS_CFLAGS)
 
 KUBE_SRC   := $(wildcard src/util/*.c src/kube/*.c src/mpijob/*.c src/server/*.c)
 WORKER_SRC := $(wildcard src/util/*.c src/worker/*.c)
