@@ -152,26 +152,49 @@ static int backend_gemm(struct wk_ctx *ctx, int ta, int tb, int m, int n, int k,
 
 /* ---- elementwise -------------------------------------------------------- */
 
+/* Plain loops over restrict pointers, written so that the vectoriser takes them as they are (the
+ * ternaries become compare-and-blend or max, not branches on data); the Makefile builds this
+ * file with -O3, where gcc vectorises loops whose trip count is not a constant. */
+
+/* row[c] += add[c] */
+static void add_row(float *restrict row, const float *restrict add, int cols)
+{
+    for (int c = 0; c < cols; c++)
+        row[c] += add[c];
+}
+
+static void add_bias_relu(float *restrict row, const float *restrict bias, int cols)
+{
+    for (int c = 0; c < cols; c++) {
+        float v = row[c] + bias[c];
+        row[c] = v > 0.0f ? v : 0.0f;
+    }
+}
+
 static int backend_bias_act(struct wk_ctx *ctx, float *y, const float *bias, int rows, int cols,
                             int relu)
 {
     (void)ctx;
     for (int r = 0; r < rows; r++) {
-        float *restrict row = y + (size_t)r * cols;
-        for (int c = 0; c < cols; c++)
-            row[c] += bias[c];
+        float *row = y + (size_t)r * cols;
         if (relu)
-            for (int c = 0; c < cols; c++)
-                row[c] = row[c] > 0.0f ? row[c] : 0.0f;
+            add_bias_relu(row, bias, cols);
+        else
+            add_row(row, bias, cols);
     }
     return 0;
+}
+
+static void relu_mask(float *restrict dy, const float *restrict y, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dy[i] = y[i] > 0.0f ? dy[i] : 0.0f;
 }
 
 static int backend_relu_backward(struct wk_ctx *ctx, float *dy, const float *y, size_t n)
 {
     (void)ctx;
-    for (size_t i = 0; i < n; i++)
-        dy[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+    relu_mask(dy, y, n);
     return 0;
 }
 
@@ -179,11 +202,8 @@ static int backend_bias_grad(struct wk_ctx *ctx, float *db, const float *dy, int
 {
     (void)ctx;
     memset(db, 0, (size_t)cols * sizeof(float));
-    for (int r = 0; r < rows; r++) {
-        const float *restrict row = dy + (size_t)r * cols;
-        for (int c = 0; c < cols; c++)
-            db[c] += row[c];
-    }
+    for (int r = 0; r < rows; r++)
+        add_row(db, dy + (size_t)r * cols, cols);
     return 0;
 }
 
@@ -201,11 +221,18 @@ static int backend_mse(struct wk_ctx *ctx, const float *y, const float *t, float
     return 0;
 }
 
+/* Not cblas_saxpy: the update must give the same bits on every rank, and OpenBLAS picks its
+ * kernel (FMA or not) by the CPU it runs on, which may differ between the hosts of one job. */
+static void step(float *restrict w, const float *restrict g, size_t n, float lr)
+{
+    for (size_t i = 0; i < n; i++)
+        w[i] -= lr * g[i];
+}
+
 static int backend_sgd(struct wk_ctx *ctx, float *w, const float *g, size_t n, float lr)
 {
     (void)ctx;
-    for (size_t i = 0; i < n; i++)
-        w[i] -= lr * g[i];
+    step(w, g, n, lr);
     return 0;
 }
 

@@ -219,6 +219,68 @@ Test(backend_mpi, sgd_and_fill)
     cr_assert_arr_eq(w, want, sizeof(want));
 }
 
+/* The element-wise ops on lengths that leave a remainder after any vector width, against the
+ * scalar definitions in backend.h. */
+Test(backend_mpi, elementwise_ops_match_their_definitions_on_odd_lengths)
+{
+    static const int shapes[][2] = {{1, 1}, {3, 37}, {17, 1}, {5, 259}, {33, 8}};
+    for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+        int rows = shapes[s][0], cols = shapes[s][1];
+        size_t n = (size_t)rows * cols;
+        float *y = filled_with(n, 10, real_value), *bias = filled_with((size_t)cols, 11, value);
+        float *dy = filled_with(n, 12, real_value), *t = filled_with(n, 13, real_value);
+        float *want = calloc(n, sizeof(float)), *out = filled_with(n, 14, value);
+        cr_assert_not_null(want);
+        for (int relu = 0; relu < 2; relu++) {
+            float *x = filled_with(n, 10, real_value);
+            for (size_t i = 0; i < n; i++) {
+                float v = x[i] + bias[i % (size_t)cols];
+                want[i] = relu && !(v > 0.0f) ? 0.0f : v;
+            }
+            cr_assert_eq(ops->bias_act(ctx, x, bias, rows, cols, relu), 0);
+            cr_assert_arr_eq(x, want, n * sizeof(float), "bias_act relu=%d %dx%d", relu, rows,
+                             cols);
+            ops->release(ctx, x);
+        }
+
+        for (size_t i = 0; i < n; i++)
+            want[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+        float *g = filled_with(n, 12, real_value);
+        cr_assert_eq(ops->relu_backward(ctx, g, y, n), 0);
+        cr_assert_arr_eq(g, want, n * sizeof(float), "relu_backward %zu", n);
+
+        float *db = filled_with((size_t)cols, 15, value);
+        cr_assert_eq(ops->bias_grad(ctx, db, dy, rows, cols), 0);
+        for (int c = 0; c < cols; c++) {
+            float sum = 0.0f;
+            for (int r = 0; r < rows; r++)
+                sum += dy[(size_t)r * cols + c];
+            cr_assert_eq(db[c], sum, "bias_grad column %d", c);
+        }
+
+        float loss = 0.5f;
+        double sq = 0.0;
+        for (size_t i = 0; i < n; i++) {
+            float d = y[i] - t[i];
+            want[i] = 0.25f * d;
+            sq += (double)d * d;
+        }
+        cr_assert_eq(ops->mse(ctx, y, t, out, n, 0.25f, &loss), 0);
+        cr_assert_arr_eq(out, want, n * sizeof(float), "mse %zu", n);
+        cr_assert_float_eq(loss, 0.5f + (float)sq, 1e-5 * (1.0 + sq));
+
+        for (size_t i = 0; i < n; i++)
+            want[i] = y[i] - 0.3f * dy[i];
+        cr_assert_eq(ops->sgd(ctx, y, dy, n, 0.3f), 0);
+        cr_assert_arr_eq(y, want, n * sizeof(float), "sgd %zu", n);
+
+        float *bufs[] = {y, bias, dy, t, out, g, db};
+        for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
+            ops->release(ctx, bufs[i]);
+        free(want);
+    }
+}
+
 /* ---- OpenBLAS threads ------------------------------------------------------ */
 
 static struct wk_ctx *start_with_threads(int threads, char *why, size_t why_len)
