@@ -8,7 +8,10 @@ PACKAGES="gcc make pkg-config libc6-dev python3 openssl ca-certificates
 libcurl4-openssl-dev libcjson-dev libyaml-dev libssl-dev libcriterion-dev
 openssh-client python3-yaml libmicrohttpd-dev
 openmpi-bin libopenmpi-dev libibverbs-dev openssh-server iproute2 yamllint
-podman runc umoci skopeo mmdebstrap iptables"
+podman runc umoci skopeo mmdebstrap iptables
+libopenblas-dev libopenblas0-openmp libopenblas0-serial"
+# libopenblas-dev: the worker's CPU GEMMs (its pthread build); the openmp and serial builds are
+# for the worker's tests, which run it on each of Debian's three (alternatives keep pthread).
 
 # Extra sets for the optional targets (make fuzz needs clang with libFuzzer).
 case "${1:-}" in

@@ -1,7 +1,8 @@
 /* What the training loop and the bench need from a compute and communication backend.
  *
  * Two implementations share this table:
- *   "mpi"  : CPU. Plain C (or BLAS) on host memory; allreduce with MPI (src/worker/backend_mpi.c).
+ *   "mpi"  : CPU. OpenBLAS GEMMs and plain C loops on host memory; allreduce with MPI
+ *            (src/worker/backend_mpi.c).
  *   "nccl" : GPU. cuBLAS and small CUDA kernels on a compute stream, ncclAllReduce on a
  *            communication stream (src/worker/nccl/backend_nccl.cu), built by nvcc into
  *            build/lib/libmpijob-worker-nccl.so and loaded with dlopen (src/worker/plugin.c),
@@ -34,7 +35,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define WK_BACKEND_ABI 2
+#define WK_BACKEND_ABI 3
 #define WK_NCCL_ID_BYTES 128
 
 struct wk_ctx; /* a backend's own state, opaque to its callers */
@@ -47,6 +48,8 @@ struct wk_init {
     unsigned char nccl_id[WK_NCCL_ID_BYTES];
     /* mpi: the communicator to use, an MPI_Comm passed by address (the plugin never sees MPI). */
     const void *mpi_comm;
+    /* mpi: the threads of this rank's compute (OpenBLAS); 0 means 1. nccl: unused. */
+    int threads;
 };
 
 struct wk_ops {

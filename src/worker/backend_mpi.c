@@ -1,7 +1,8 @@
-/* The CPU backend: C on host memory, gradients summed with MPI.
+/* The CPU backend: OpenBLAS and C on host memory, gradients summed with MPI.
  *
  * Compute runs on the calling thread, in program order, so every op is done when it returns.
- * GEMM is a cache-blocked, packed loop nest around a small register-tiled kernel (no BLAS).
+ * GEMMs are OpenBLAS's cblas_sgemm, on one thread per rank unless init is given more
+ * (--threads); the element-wise ops are plain loops.
  * Communication of gradient buckets runs on a dedicated thread fed by a queue: bucket_ready
  * enqueues, the thread calls MPI_Allreduce on each bucket in order on a duplicate of the
  * caller's communicator (so the main thread's own collectives, such as the loss allreduce,
@@ -24,15 +25,11 @@
 
 #include "util/clock.h"
 
-/* GEMM blocking. The micro-kernel computes an MR x NR tile of C from packed panels of A and B;
- * KC x NR floats of B (8 KiB) stay in L1, MC x KC of A (72 KiB) in L2, KC x NC of B in L2/L3. */
-#define MR 6
-#define NR 8
-#define KC 256
-#define MC 72 /* a multiple of MR */
-#define NC 512
-_Static_assert(MR == 6 && NR == 8, "micro_kernel is written out for 6 x 8 tiles");
-_Static_assert(MC % MR == 0 && NC % NR == 0, "blocks hold whole panels");
+/* OpenBLAS's own header (pkg-config openblas): it also declares openblas_set_num_threads. */
+#include <cblas.h>
+#ifndef OPENBLAS_VERSION
+#error "cblas.h is not OpenBLAS's: build with the flags of pkg-config openblas"
+#endif
 
 #define ERR_LEN 256
 
@@ -44,8 +41,7 @@ struct bucket_job {
 
 struct wk_ctx {
     char err[ERR_LEN];
-    float *pack_a; /* MC x KC */
-    float *pack_b; /* KC x NC */
+    char device[160]; /* "cpu (OpenBLAS 0.3.21 Cooperlake, pthread build, 1 thread)" */
 
     /* Communication; unused in the single-process context (has_mpi == 0). */
     int has_mpi;
@@ -71,6 +67,11 @@ static void set_error(struct wk_ctx *ctx, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(ctx->err, sizeof(ctx->err), fmt, ap);
     va_end(ap);
+}
+
+static int imax(int a, int b)
+{
+    return a > b ? a : b;
 }
 
 static void mpi_message(int code, char *out, size_t out_len)
@@ -128,160 +129,72 @@ static int backend_copy(struct wk_ctx *ctx, float *dst, const float *src, size_t
 
 /* ---- GEMM --------------------------------------------------------------- */
 
-/* Four floats in one SIMD register. GNU C vector extensions: GCC and clang lower them to the
- * target's SIMD (SSE2 on any x86-64, NEON on arm64) or to scalar code, so this stays portable;
- * written as a plain loop, gcc -O2 vectorises the tile update but keeps the tile in memory and
- * runs at half the speed. */
-typedef float vec4 __attribute__((vector_size(16)));
-
-static vec4 load4(const float *p)
-{
-    vec4 v;
-    memcpy(&v, p, sizeof(v));
-    return v;
-}
-
-/* tile (MR x NR, row-major) = the A panel (kc x MR) times the B panel (kc x NR). The twelve
- * accumulators are separate variables, not an array, so that they live in registers. */
-static void micro_kernel(int kc, const float *restrict a, const float *restrict b,
-                         float tile[MR * NR])
-{
-    vec4 r0l = {0}, r0h = {0}, r1l = {0}, r1h = {0}, r2l = {0}, r2h = {0};
-    vec4 r3l = {0}, r3h = {0}, r4l = {0}, r4h = {0}, r5l = {0}, r5h = {0};
-    for (int p = 0; p < kc; p++, a += MR, b += NR) {
-        const vec4 lo = load4(b), hi = load4(b + 4);
-#define ROW(i)                                 \
-    do {                                       \
-        const vec4 x = (vec4){0} + a[i];       \
-        r##i##l += x * lo;                     \
-        r##i##h += x * hi;                     \
-    } while (0)
-        ROW(0);
-        ROW(1);
-        ROW(2);
-        ROW(3);
-        ROW(4);
-        ROW(5);
-#undef ROW
-    }
-    const vec4 rows[2 * MR] = {r0l, r0h, r1l, r1h, r2l, r2h, r3l, r3h, r4l, r4h, r5l, r5h};
-    memcpy(tile, rows, sizeof(rows));
-}
-
-/* Packs op(A)[ic.., pc..] (mc x kc, times alpha) as row panels of MR: panel r holds
- * op(A)[r*MR + i][p] at [p*MR + i], zero past the last row. */
-static void pack_a(float *restrict dst, const float *a, int lda, int ta, int ic, int pc,
-                   int mc, int kc, float alpha)
-{
-    for (int ir = 0; ir < mc; ir += MR) {
-        float *panel = dst + (size_t)ir * kc;
-        int rows = mc - ir < MR ? mc - ir : MR;
-        for (int p = 0; p < kc; p++) {
-            for (int i = 0; i < MR; i++) {
-                float v = 0.0f;
-                if (i < rows) {
-                    size_t row = (size_t)(ic + ir + i), col = (size_t)(pc + p);
-                    v = ta ? a[col * (size_t)lda + row] : a[row * (size_t)lda + col];
-                }
-                panel[p * MR + i] = alpha * v;
-            }
-        }
-    }
-}
-
-/* Packs op(B)[pc.., jc..] (kc x nc) as column panels of NR: panel c holds op(B)[p][c*NR + j]
- * at [p*NR + j], zero past the last column. */
-static void pack_b(float *restrict dst, const float *b, int ldb, int tb, int pc, int jc,
-                   int kc, int nc)
-{
-    for (int jr = 0; jr < nc; jr += NR) {
-        float *panel = dst + (size_t)jr * kc;
-        int cols = nc - jr < NR ? nc - jr : NR;
-        for (int p = 0; p < kc; p++) {
-            size_t row = (size_t)(pc + p);
-            for (int j = 0; j < NR; j++) {
-                float v = 0.0f;
-                if (j < cols) {
-                    size_t col = (size_t)(jc + jr + j);
-                    v = tb ? b[col * (size_t)ldb + row] : b[row * (size_t)ldb + col];
-                }
-                panel[p * NR + j] = v;
-            }
-        }
-    }
-}
-
 static int backend_gemm(struct wk_ctx *ctx, int ta, int tb, int m, int n, int k, float alpha,
                         const float *a, int lda, const float *b, int ldb, float beta, float *c,
                         int ldc)
 {
-    if (m < 0 || n < 0 || k < 0 || ldc < n || lda < (ta ? m : k) || ldb < (tb ? k : n)) {
+    /* BLAS wants every leading dimension at least 1 as well; checked here so that a bad shape
+     * is a message of ours, not xerbla's line on stderr. */
+    if (m < 0 || n < 0 || k < 0 || ldc < imax(1, n) || lda < imax(1, ta ? m : k) ||
+        ldb < imax(1, tb ? k : n)) {
         set_error(ctx, "gemm: bad shape m=%d n=%d k=%d lda=%d ldb=%d ldc=%d (ta=%d tb=%d)", m,
                   n, k, lda, ldb, ldc, ta, tb);
         return -EINVAL;
     }
-    /* C = beta * C first; beta == 0 overwrites, so garbage (even NaN) in C does not leak in. */
-    for (int i = 0; i < m; i++) {
-        float *row = c + (size_t)i * ldc;
-        if (beta == 0.0f)
-            memset(row, 0, (size_t)n * sizeof(float));
-        else if (beta != 1.0f)
-            for (int j = 0; j < n; j++)
-                row[j] *= beta;
-    }
-    if (alpha == 0.0f || k == 0)
+    if (m == 0 || n == 0)
         return 0;
-
-    float tile[MR * NR];
-    for (int jc = 0; jc < n; jc += NC) {
-        int nc = n - jc < NC ? n - jc : NC;
-        for (int pc = 0; pc < k; pc += KC) {
-            int kc = k - pc < KC ? k - pc : KC;
-            pack_b(ctx->pack_b, b, ldb, tb, pc, jc, kc, nc);
-            for (int ic = 0; ic < m; ic += MC) {
-                int mc = m - ic < MC ? m - ic : MC;
-                pack_a(ctx->pack_a, a, lda, ta, ic, pc, mc, kc, alpha);
-                for (int jr = 0; jr < nc; jr += NR) {
-                    int cols = nc - jr < NR ? nc - jr : NR;
-                    for (int ir = 0; ir < mc; ir += MR) {
-                        int rows = mc - ir < MR ? mc - ir : MR;
-                        micro_kernel(kc, ctx->pack_a + (size_t)ir * kc,
-                                     ctx->pack_b + (size_t)jr * kc, tile);
-                        for (int i = 0; i < rows; i++) {
-                            float *crow = c + (size_t)(ic + ir + i) * ldc + jc + jr;
-                            for (int j = 0; j < cols; j++)
-                                crow[j] += tile[i * NR + j];
-                        }
-                    }
-                }
-            }
-        }
-    }
+    /* beta == 0 overwrites C (NaN included), and k == 0 or alpha == 0 only scales it: both as
+     * the BLAS reference defines them. */
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return 0;
 }
 
 /* ---- elementwise -------------------------------------------------------- */
+
+/* Plain loops over restrict pointers, written so that the vectoriser takes them as they are (the
+ * ternaries become compare-and-blend or max, not branches on data); the Makefile builds this
+ * file with -O3, where gcc vectorises loops whose trip count is not a constant. */
+
+/* row[c] += add[c] */
+static void add_row(float *restrict row, const float *restrict add, int cols)
+{
+    for (int c = 0; c < cols; c++)
+        row[c] += add[c];
+}
+
+static void add_bias_relu(float *restrict row, const float *restrict bias, int cols)
+{
+    for (int c = 0; c < cols; c++) {
+        float v = row[c] + bias[c];
+        row[c] = v > 0.0f ? v : 0.0f;
+    }
+}
 
 static int backend_bias_act(struct wk_ctx *ctx, float *y, const float *bias, int rows, int cols,
                             int relu)
 {
     (void)ctx;
     for (int r = 0; r < rows; r++) {
-        float *restrict row = y + (size_t)r * cols;
-        for (int c = 0; c < cols; c++)
-            row[c] += bias[c];
+        float *row = y + (size_t)r * cols;
         if (relu)
-            for (int c = 0; c < cols; c++)
-                row[c] = row[c] > 0.0f ? row[c] : 0.0f;
+            add_bias_relu(row, bias, cols);
+        else
+            add_row(row, bias, cols);
     }
     return 0;
+}
+
+static void relu_mask(float *restrict dy, const float *restrict y, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dy[i] = y[i] > 0.0f ? dy[i] : 0.0f;
 }
 
 static int backend_relu_backward(struct wk_ctx *ctx, float *dy, const float *y, size_t n)
 {
     (void)ctx;
-    for (size_t i = 0; i < n; i++)
-        dy[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+    relu_mask(dy, y, n);
     return 0;
 }
 
@@ -289,11 +202,8 @@ static int backend_bias_grad(struct wk_ctx *ctx, float *db, const float *dy, int
 {
     (void)ctx;
     memset(db, 0, (size_t)cols * sizeof(float));
-    for (int r = 0; r < rows; r++) {
-        const float *restrict row = dy + (size_t)r * cols;
-        for (int c = 0; c < cols; c++)
-            db[c] += row[c];
-    }
+    for (int r = 0; r < rows; r++)
+        add_row(db, dy + (size_t)r * cols, cols);
     return 0;
 }
 
@@ -311,11 +221,18 @@ static int backend_mse(struct wk_ctx *ctx, const float *y, const float *t, float
     return 0;
 }
 
+/* Not cblas_saxpy: the update must give the same bits on every rank, and OpenBLAS picks its
+ * kernel (FMA or not) by the CPU it runs on, which may differ between the hosts of one job. */
+static void step(float *restrict w, const float *restrict g, size_t n, float lr)
+{
+    for (size_t i = 0; i < n; i++)
+        w[i] -= lr * g[i];
+}
+
 static int backend_sgd(struct wk_ctx *ctx, float *w, const float *g, size_t n, float lr)
 {
     (void)ctx;
-    for (size_t i = 0; i < n; i++)
-        w[i] -= lr * g[i];
+    step(w, g, n, lr);
     return 0;
 }
 
@@ -456,6 +373,36 @@ static int backend_sync(struct wk_ctx *ctx)
 
 /* ---- life cycle --------------------------------------------------------- */
 
+/* OpenBLAS's threads for this process's GEMMs. OPENBLAS_NUM_THREADS and OMP_NUM_THREADS size
+ * the pool OpenBLAS starts when it loads, but the count used is always set here, from --threads:
+ * one rank per core is the usual layout, and an environment inherited from the image must not
+ * make every rank start as many threads as the node has cores. The same call works with each of
+ * Debian's builds (pthread, openmp, serial); one that cannot run n threads (serial, or above
+ * its MAX_THREADS) is refused rather than run with fewer. On success device[] names the library,
+ * its kernels, its build and the threads. */
+static int blas_threads(int n, char *device, size_t device_len, char *why, size_t why_len)
+{
+    openblas_set_num_threads(n);
+    int got = openblas_get_num_threads();
+    if (got != n) {
+        snprintf(why, why_len, "%d threads asked, but this OpenBLAS runs %d (%s)", n, got,
+                 openblas_get_config());
+        return -EINVAL;
+    }
+    /* "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH ...": the first two words */
+    const char *config = openblas_get_config();
+    int name_len = 0;
+    for (int words = 0; config[name_len] != '\0'; name_len++)
+        if (config[name_len] == ' ' && ++words == 2)
+            break;
+    static const char *const builds[] = {"serial", "pthread", "openmp"};
+    int parallel = openblas_get_parallel();
+    snprintf(device, device_len, "cpu (%.*s %s, %s build, %d thread%s)", name_len, config,
+             openblas_get_corename(),
+             parallel >= 0 && parallel <= 2 ? builds[parallel] : "unknown", n, n == 1 ? "" : "s");
+    return 0;
+}
+
 static int backend_available(char *why, size_t why_len)
 {
     if (why_len > 0)
@@ -482,8 +429,6 @@ static void backend_fini(struct wk_ctx *ctx)
         pthread_mutex_destroy(&ctx->lock);
     }
     free(ctx->queue);
-    free(ctx->pack_a);
-    free(ctx->pack_b);
     free(ctx);
 }
 
@@ -498,13 +443,10 @@ static int backend_init(const struct wk_init *in, struct wk_ctx **out, char *why
     int rc = 0;
     ctx->comm = MPI_COMM_NULL;
     ctx->comm_dup = MPI_COMM_NULL;
-    ctx->pack_a = alloc_floats((size_t)MC * KC);
-    ctx->pack_b = alloc_floats((size_t)KC * NC);
-    if (ctx->pack_a == NULL || ctx->pack_b == NULL) {
-        snprintf(why, why_len, "out of memory for the GEMM work buffers");
-        rc = -ENOMEM;
+    rc = blas_threads(in->threads > 0 ? in->threads : 1, ctx->device, sizeof(ctx->device), why,
+                      why_len);
+    if (rc < 0)
         goto out;
-    }
     if (in->mpi_comm == NULL)
         goto out; /* single-process context, see the top of this file */
 
@@ -554,8 +496,7 @@ static const char *backend_error(struct wk_ctx *ctx)
 
 static const char *backend_device(struct wk_ctx *ctx)
 {
-    (void)ctx;
-    return "cpu";
+    return ctx->device;
 }
 
 const struct wk_ops wk_backend_mpi = {

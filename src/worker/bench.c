@@ -364,7 +364,8 @@ static int run(struct wk_session *s, const struct bench_config *c)
                      WK_BENCH_MAX_RANKS, s->size);
         return 1;
     }
-    if (wk_session_backend(s, c->backend) < 0)
+    /* bench only moves data: its compute is a fill and a check, no GEMM */
+    if (wk_session_backend(s, c->backend, 1) < 0)
         return 1;
     if (s->rank == 0 && s->fallback[0])
         wk_warn("bench", "using the mpi backend: %s", s->fallback);

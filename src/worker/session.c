@@ -119,7 +119,7 @@ static void nccl_log_setup(struct wk_session *s)
 }
 
 /* What a backend's init is told of this process. */
-static struct wk_init init_args(const struct wk_session *s)
+static struct wk_init init_args(const struct wk_session *s, int threads)
 {
     struct wk_init in;
     memset(&in, 0, sizeof(in));
@@ -127,13 +127,14 @@ static struct wk_init init_args(const struct wk_session *s)
     in.size = s->size;
     in.local_rank = s->local_rank;
     in.mpi_comm = &world;
+    in.threads = threads;
     return in;
 }
 
-static int start_mpi(struct wk_session *s)
+static int start_mpi(struct wk_session *s, int threads)
 {
     char why[WHY_LEN] = "";
-    struct wk_init in = init_args(s);
+    struct wk_init in = init_args(s, threads);
     int rc = wk_backend_mpi.init(&in, &s->ctx, why, sizeof(why));
     int ok = rc == 0, all_ok = 0;
     MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, world);
@@ -148,10 +149,10 @@ static int start_mpi(struct wk_session *s)
     return 0;
 }
 
-int wk_session_backend(struct wk_session *s, enum wk_backend_choice choice)
+int wk_session_backend(struct wk_session *s, enum wk_backend_choice choice, int threads)
 {
     if (choice == WK_BACKEND_MPI)
-        return start_mpi(s);
+        return start_mpi(s, threads);
 
     /* Step 1: can every rank load the plugin and see a GPU? */
     char why[WHY_LEN] = "";
@@ -170,11 +171,11 @@ int wk_session_backend(struct wk_session *s, enum wk_backend_choice choice)
         }
         if (s->rank == 0)
             snprintf(s->fallback, sizeof(s->fallback), "%s", reasons);
-        return start_mpi(s);
+        return start_mpi(s, threads);
     }
 
     /* Step 2: rank 0 makes the NCCL id; every rank joins. */
-    struct wk_init in = init_args(s);
+    struct wk_init in = init_args(s, threads);
     nccl_log_setup(s);
     int id_ok = 1;
     if (s->rank == 0 && gpu->unique_id(in.nccl_id, why, sizeof(why)) < 0)

@@ -3,14 +3,14 @@
  *
  *   struct wk_session s;
  *   if (wk_session_start(&s, &argc, &argv) < 0) return 1;
- *   if (wk_session_backend(&s, WK_BACKEND_AUTO) < 0) { wk_session_end(&s); return 1; }
+ *   if (wk_session_backend(&s, WK_BACKEND_AUTO, 1) < 0) { wk_session_end(&s); return 1; }
  *   ... s.ops, s.ctx ...
  *   wk_session_end(&s);
  *
  * Backend choice (--backend auto|nccl|mpi):
  *   - nccl: load the plugin and init NCCL; any rank that cannot -> every rank fails, and rank 0
  *     prints each failing rank's reason.
- *   - mpi: the CPU backend.
+ *   - mpi: the CPU backend, its GEMMs on `threads` OpenBLAS threads per rank (0: one).
  *   - auto: nccl when every rank can load the plugin and sees a GPU, else mpi on every rank;
  *     rank 0 says why it fell back. The ranks agree before any of them starts, so a job never
  *     runs half on NCCL and half on MPI.
@@ -46,7 +46,7 @@ int wk_launcher_rank(void);
 /* MPI_Init_thread (MPI_THREAD_MULTIPLE when the backend's communication thread needs it),
  * ranks and local ranks. Fails (-EIO) with a message on stderr. */
 int wk_session_start(struct wk_session *s, int *argc, char ***argv);
-int wk_session_backend(struct wk_session *s, enum wk_backend_choice choice);
+int wk_session_backend(struct wk_session *s, enum wk_backend_choice choice, int threads);
 /* fini of the backend, MPI_Finalize. Safe on a half-started session. */
 void wk_session_end(struct wk_session *s);
 /* The transport the session's backend used: "mpi" for the MPI backend, else what NCCL's log

@@ -147,6 +147,7 @@ static void emit_start(const struct run *r)
     cJSON_AddNumberToObject(o, "lr", a->lr);
     cJSON_AddNumberToObject(o, "samples", (double)a->samples);
     cJSON_AddNumberToObject(o, "seed", (double)a->seed);
+    cJSON_AddNumberToObject(o, "threads", a->threads);
     cJSON_AddNumberToObject(o, "bucket_mb", a->bucket_mb);
     cJSON_AddItemToObject(o, "buckets", bucket_list(&r->layout));
     cJSON_AddBoolToObject(o, "overlap", a->overlap);
@@ -394,7 +395,7 @@ int wk_train_main(int argc, char **argv)
         }
     }
 
-    if (wk_session_backend(&r.session, (enum wk_backend_choice)r.args.backend) < 0)
+    if (wk_session_backend(&r.session, (enum wk_backend_choice)r.args.backend, r.args.threads) < 0)
         goto out;
     r.ops = r.session.ops;
     r.ctx = r.session.ctx;

@@ -56,6 +56,9 @@ static const struct flag flags[] = {
      "start and end only)", FLAG_LONG, AT(check_every), 0, 1e12},
     {"samples", "N", "8192", "dataset size", FLAG_LONG, AT(samples), 1, 1e12},
     {"seed", "N", "1", "seed of the data and of the initial weights", FLAG_SEED, AT(seed), 0, 0},
+    {"threads", "N", "1", "compute threads per rank of the mpi backend (OpenBLAS); "
+     "OPENBLAS_NUM_THREADS and OMP_NUM_THREADS are not read", FLAG_INT, AT(threads), 1,
+     WK_TRAIN_MAX_THREADS},
     {"require", "rdma", "", "fail unless an RDMA device is usable (also when "
      "MPIJOB_TRANSPORT=RDMA or NCCL_NET=IB)", FLAG_REQUIRE, AT(require_rdma), 0, 0},
 };

@@ -11,6 +11,7 @@
 /* Memory one rank may use for the model, its gradients, activations and its data shard. */
 #define WK_TRAIN_MAX_BYTES (16ull << 30)
 #define WK_TRAIN_MAX_LAYERS 1024
+#define WK_TRAIN_MAX_THREADS 1024
 
 struct wk_train_args {
     int backend;             /* enum wk_backend_choice */
@@ -25,6 +26,7 @@ struct wk_train_args {
     long long samples;
     uint64_t seed;
     int require_rdma;        /* --require rdma */
+    int threads;             /* OpenBLAS threads per rank (mpi backend) */
 };
 
 /* Fills a with the defaults, then the flags in argv[1..argc-1] (argv[0] is the command name).

@@ -3,9 +3,11 @@
 #   1. `mpijob-worker train --backend mpi` at 1, 2 and 4 ranks, same global batch and steps:
 #      samples/s, step time, exposed communication, and the speed-up over the first rank count
 #      of the list (one rank by default);
-#   2. build/bench/bench_buckets at 2 and 4 ranks: the backend's bucketed allreduce against one
+#   2. build/bench/bench_kernels: where one rank's training step spends its time, per backend
+#      operation (OpenBLAS GEMMs, the element-wise ops), on train's default model;
+#   3. build/bench/bench_buckets at 2 and 4 ranks: the backend's bucketed allreduce against one
 #      plain MPI_Allreduce of the same gradient;
-#   3. as root with `ip`: tests/worker/netns_overlap.sh, exposed communication per step with and
+#   4. as root with `ip`: tests/worker/netns_overlap.sh, exposed communication per step with and
 #      without overlap over a shaped link between two network namespaces (target ratio <= 0.7).
 # Figures only: nothing here judges a timing. Exit 1 when a run fails (bad weights, loss not
 # falling, wrong sums), 0 otherwise.
@@ -19,6 +21,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 worker=$root/build/bin/mpijob-worker
 buckets=$root/build/bench/bench_buckets
+kernels=$root/build/bench/bench_kernels
 ranks_list=${RANKS:-1 2 4}
 bucket_ranks=${BUCKET_RANKS:-2 4}
 read -r -a mpirun_extra <<<"${MPIRUN_ARGS:-}"
@@ -28,7 +31,7 @@ read -r -a mpirun_extra <<<"${MPIRUN_ARGS:-}"
 train_flags=(--backend mpi --batch 2048 --steps 120 --samples 8192 --log-every 0
              --check-every 0)
 
-for f in "$worker" "$buckets"; do
+for f in "$worker" "$buckets" "$kernels"; do
     [ -x "$f" ] || { echo "FAIL: $f is not built (make bench builds it)"; exit 1; }
 done
 command -v mpirun >/dev/null || { echo "FAIL: mpirun not found (Open MPI)"; exit 1; }
@@ -94,7 +97,15 @@ print(json.dumps({"event": "summary", "bench": "train", "global_batch": rows[0][
                             "wall_s": round(wall, 2)} for n, s, wall in rows]}))
 EOF
 
-# ---- 2. bucketed allreduce against one plain MPI_Allreduce ----------------------------------
+# ---- 2. a step's time per backend operation, one rank --------------------------------------
+echo
+echo "== bench_kernels (load $(load)): one rank's step, per operation"
+if ! "$kernels"; then
+    echo "FAIL: bench_kernels"
+    exit 1
+fi
+
+# ---- 3. bucketed allreduce against one plain MPI_Allreduce ----------------------------------
 for n in $bucket_ranks; do
     echo
     echo "== bench_buckets at $n ranks (load $(load))"
@@ -104,7 +115,7 @@ for n in $bucket_ranks; do
     fi
 done
 
-# ---- 3. overlap over a shaped link between two network namespaces ---------------------------
+# ---- 4. overlap over a shaped link between two network namespaces ---------------------------
 echo
 echo "== overlap (load $(load)): tests/worker/netns_overlap.sh, exposed communication per step"
 if [ "$(id -u)" -ne 0 ] || ! command -v ip >/dev/null; then

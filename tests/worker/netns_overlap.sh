@@ -72,10 +72,12 @@ EOF
 chmod +x "$work/agent"
 
 # The model: layer 0 is small and every hidden layer is a bucket of its own, so all but the
-# first layer's gradients (1.8 MB in all) can travel while the backward pass goes on; with 2048
-# samples per rank that pass takes about as long as the allreduce over the link even on an idle
-# machine (more under load), so the gap between the two runs is wide.
-flags=(--backend mpi --input 32 --hidden 384 --layers 4 --output 8 --batch 4096 --samples 4096
+# first layer's gradients (1.8 MB in all) can travel while the backward pass goes on. With 8192
+# samples per rank that pass (15 GFLOP, about 165 ms at the 90 GFLOP/s OpenBLAS reaches on one
+# core) takes about twice as long as the allreduce over the link (about 75 ms) even on an idle
+# machine (longer under load), so the gap between the two runs is wide. With 2048 samples per
+# rank, enough for the former hand-written GEMM, the pass became shorter than the allreduce.
+flags=(--backend mpi --input 32 --hidden 384 --layers 4 --output 8 --batch 16384 --samples 16384
        --steps 6 --lr 0.02 --bucket-mb 0.25 --log-every 0 --check-every 0)
 
 run() {

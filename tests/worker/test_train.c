@@ -1,7 +1,9 @@
 /* mpijob-worker train: its flag table in-process, and whole runs of the release binary under
  * mpirun (the test binary itself never starts MPI). */
+#include <cblas.h> /* OpenBLAS's: openblas_get_config, to find the library this binary loaded */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -9,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "runcmd.h"
 #include "worker/session.h"
@@ -42,6 +45,7 @@ Test(train_args, defaults_come_from_the_table)
     cr_assert_eq(a.overlap, 1);
     cr_assert_eq(a.require_rdma, 0);
     cr_assert_eq(a.seed, 1u);
+    cr_assert_eq(a.threads, 1);
     /* the defaults fit the cap on any number of ranks that splits the batch */
     cr_assert_eq(wk_train_args_check_size(&a, 0, NULL, err, sizeof(err)), 0, "%s", err);
     cr_assert_eq(wk_train_args_check_size(&a, 4, NULL, err, sizeof(err)), 0, "%s", err);
@@ -53,8 +57,9 @@ Test(train_args, both_flag_forms_and_switches)
     char err[256] = "";
     cr_assert_eq(parse(&a, err, sizeof(err), "--backend", "mpi", "--hidden=64", "--lr", "0.5",
                        "--no-overlap", "--require", "rdma", "--seed", "18446744073709551615",
-                       "--log-every=0", NULL),
+                       "--log-every=0", "--threads", "3", NULL),
                  0, "%s", err);
+    cr_assert_eq(a.threads, 3);
     cr_assert_eq(a.backend, WK_BACKEND_MPI);
     cr_assert_eq(a.hidden, 64);
     cr_assert_float_eq(a.lr, 0.5, 1e-12);
@@ -87,6 +92,8 @@ Test(train_args, bad_flags_and_values_say_which)
         {{"--require", "ib"}, "not 'rdma'"},
         {{"--no-overlap=1"}, "takes no value"},
         {{"--seed", "-1"}, "--seed"},
+        {{"--threads", "0"}, "--threads: '0' is not an integer in [1, 1024]"},
+        {{"--threads", "two"}, "--threads"},
         {{"--steps", ""}, "empty value"},
         {{"--steps", "1"}, "--steps: '1' is not an integer in [2, "},
         {{"stray"}, "unexpected argument 'stray'"},
@@ -200,7 +207,11 @@ Test(train_run, four_ranks_train_with_identical_weights_and_a_falling_loss)
     cr_assert_not_null(start, "no start line in: %s", r.out);
     cr_assert_eq(number(start, "ranks"), 4);
     cr_assert_str_eq(string(start, "backend"), "mpi");
-    cr_assert_str_eq(string(start, "device"), "cpu");
+    cr_assert(strncmp(string(start, "device"), "cpu (OpenBLAS ", 14) == 0, "%s",
+              string(start, "device"));
+    cr_assert(strstr(string(start, "device"), " build, 1 thread)") != NULL, "%s",
+              string(start, "device"));
+    cr_assert_eq(number(start, "threads"), 1);
     cr_assert_eq(number(start, "local_batch"), 16);
     cJSON *buckets = cJSON_GetObjectItemCaseSensitive(start, "buckets");
     cr_assert(cJSON_IsArray(buckets));
@@ -365,8 +376,94 @@ Test(train_run, help_lists_every_flag_with_its_default)
         "--backend auto|nccl|mpi", "--layers N", "--hidden N", "--input N", "--output N",
         "--batch N", "--steps N", "--lr F", "--bucket-mb F", "(default 25)", "--no-overlap",
         "--log-every N", "--check-every K", "--samples N", "--seed N", "--require rdma",
+        "--threads N", "OPENBLAS_NUM_THREADS",
     };
     for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
         cr_assert(strstr(out, want[i]) != NULL, "'%s' missing from:\n%s", want[i], out);
     free(out);
+}
+
+/* ---- OpenBLAS threads and builds ------------------------------------------ */
+
+/* The "device" of the start line and loss_last of a run; the run must succeed. */
+static double run_device(const char *mpirun_opts, const char *args, char *device,
+                         size_t device_len)
+{
+    struct run_result r;
+    run_train(&r, 2, mpirun_opts, args);
+    cr_assert_eq(r.status, 0, "%s %s: exit %d: %s", mpirun_opts ? mpirun_opts : "", args,
+                 r.status, r.err);
+    cJSON *start = event_line(r.out, "start"), *sum = event_line(r.out, "summary");
+    cr_assert_not_null(start);
+    cr_assert_not_null(sum);
+    snprintf(device, device_len, "%s", string(start, "device"));
+    double loss = number(sum, "loss_last");
+    cr_assert(boolean(sum, "weights_identical"));
+    cJSON_Delete(start);
+    cJSON_Delete(sum);
+    run_free(&r);
+    return loss;
+}
+
+Test(train_run, one_blas_thread_per_rank_unless_threads_says_otherwise)
+{
+    char device[256];
+    /* what the image or the launcher may set does not multiply the threads */
+    double base = run_device("-x OPENBLAS_NUM_THREADS=2 -x OMP_NUM_THREADS=2",
+                             SMALL " --log-every 0", device, sizeof(device));
+    cr_assert(strstr(device, " build, 1 thread)") != NULL, "%s", device);
+    double two = run_device(NULL, SMALL " --log-every 0 --threads 2", device, sizeof(device));
+    if (strstr(device, "serial build") == NULL) /* that one refuses, below */
+        cr_assert(strstr(device, " build, 2 threads)") != NULL, "%s", device);
+    cr_assert_leq(fabs(two - base), 1e-4 * fabs(base), "%.9g vs %.9g", two, base);
+}
+
+/* The directory of the libopenblas.so.0 this binary loaded, resolved: Debian's
+ * /usr/lib/<multiarch>/openblas-pthread (or -openmp, -serial), chosen by its alternatives. */
+static void loaded_openblas_dir(char *out, size_t out_len)
+{
+    Dl_info info;
+    cr_assert_neq(dladdr((void *)openblas_get_config, &info), 0);
+    char *real = realpath(info.dli_fname, NULL);
+    cr_assert_not_null(real, "%s", info.dli_fname);
+    char *slash = strrchr(real, '/');
+    cr_assert_not_null(slash);
+    *slash = '\0';
+    snprintf(out, out_len, "%s", real);
+    free(real);
+}
+
+Test(train_run, every_debian_openblas_build_trains_on_one_thread)
+{
+    char dir[PATH_MAX], base[PATH_MAX], path[PATH_MAX + 64], device[256], opts[PATH_MAX + 64];
+    loaded_openblas_dir(dir, sizeof(dir));
+    char *leaf = strrchr(dir, '/');
+    cr_assert(leaf != NULL && strncmp(leaf, "/openblas-", 10) == 0,
+              "libopenblas.so.0 resolves to %s, not a Debian openblas-<build> directory", dir);
+    *leaf = '\0';
+    snprintf(base, sizeof(base), "%s", dir);
+    static const char *const builds[] = {"pthread", "openmp", "serial"};
+    double loss[3];
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof(path), "%s/openblas-%s/libopenblas.so.0", base, builds[i]);
+        cr_assert_eq(access(path, R_OK), 0,
+                     "%s is missing: scripts/install-deps.sh installs libopenblas0-%s", path,
+                     builds[i]);
+        snprintf(opts, sizeof(opts), "-x LD_LIBRARY_PATH=%s/openblas-%s", base, builds[i]);
+        loss[i] = run_device(opts, SMALL " --log-every 0", device, sizeof(device));
+        char want[64];
+        snprintf(want, sizeof(want), ", %s build, 1 thread)", builds[i]);
+        cr_assert(strstr(device, want) != NULL, "%s: %s", builds[i], device);
+    }
+    for (int i = 1; i < 3; i++)
+        cr_assert_leq(fabs(loss[i] - loss[0]), 1e-4 * fabs(loss[0]), "%s: %.9g vs %.9g",
+                      builds[i], loss[i], loss[0]);
+
+    /* the serial build cannot run two threads: the job says so instead of running one */
+    struct run_result r;
+    snprintf(opts, sizeof(opts), "-x LD_LIBRARY_PATH=%s/openblas-serial", base);
+    run_train(&r, 2, opts, SMALL " --threads 2");
+    cr_assert_eq(r.status, 1, "exit %d: %s", r.status, r.err);
+    cr_assert(strstr(r.err, "2 threads asked, but this OpenBLAS runs 1") != NULL, "%s", r.err);
+    run_free(&r);
 }

@@ -338,11 +338,12 @@ Test(worker_image, runtime_packages)
     struct dockerfile df;
     dockerfile_load(&df);
     static const char *wanted[] = {"openssh-server", "openssh-client", "rdma-core",
-                                   "ibverbs-providers", "libcjson1", NULL};
+                                   "ibverbs-providers", "libcjson1", "libopenblas0", NULL};
     for (int i = 0; wanted[i]; i++)
         cr_expect(has_package(runtime_stage(&df), wanted[i]), "runtime stage lacks %s", wanted[i]);
     /* What the Makefile's worker and plugin rules compile against. */
-    static const char *build[] = {"gcc", "make", "pkg-config", "libcjson-dev", "libibverbs-dev", NULL};
+    static const char *build[] = {"gcc", "make", "pkg-config", "libcjson-dev", "libibverbs-dev",
+                                  "libopenblas-dev", NULL};
     for (int i = 0; build[i]; i++)
         cr_expect(has_package(&df.stages[0], build[i]), "build stage lacks %s", build[i]);
     /* The flavours' packages, chosen in the RUN line by the MPI build argument and the base. */
