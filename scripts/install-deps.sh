@@ -10,9 +10,12 @@ openssh-client python3-yaml libmicrohttpd-dev
 openmpi-bin libopenmpi-dev libibverbs-dev openssh-server iproute2 yamllint
 podman runc umoci skopeo mmdebstrap iptables"
 
-# Extra sets for the optional targets (make fuzz needs clang with libFuzzer).
+# Extra sets for the optional targets (make fuzz needs clang with libFuzzer; make bench needs
+# PyTorch for /usr/bin/python3 and OpenBLAS, which the libblas.so.3 alternative then selects,
+# for tests/bench/bench_ddp.py).
 case "${1:-}" in
     fuzz) PACKAGES="$PACKAGES clang-14 libclang-rt-14-dev" ;;
+    bench) PACKAGES="$PACKAGES python3-torch libopenblas0-pthread" ;;
 esac
 
 missing=""
