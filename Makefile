@@ -4,7 +4,8 @@
 #                   (KUBEBUILDER_ASSETS=DIR: against real kube-apiserver/etcd, and with
 #                   kube-controller-manager/kube-scheduler there too, a real control plane)
 #   make fuzz       libFuzzer harnesses (clang-14), each run for FUZZ_SECONDS
-#   make bench      benchmarks in tests/bench (figures, never pass/fail on timing)
+#   make bench      benchmarks in tests/bench (figures, never pass/fail on timing); installs
+#                   PyTorch and OpenBLAS too (as root), for the worker against PyTorch DDP
 #   make demo       the end-to-end demo (see README)
 #   make images     the operator and worker images, built with podman as OCI archives in
 #                   build/images (as root; scripts/images.py)
@@ -148,9 +149,10 @@ build/bench/bench_kernels: tests/bench/bench_kernels.c $(WORKER_SRC:%.c=build/ob
 	@mkdir -p $(dir $@)
 	$(CC) $(REL_FLAGS) -o $@ $< $(filter %.o,$^) $(WORKER_LIBS)
 
-bench: deps $(BENCH_TARGETS) build/bin/mpijob-worker $(WORKER_BENCH_TARGETS)
+bench: bench-deps $(BENCH_TARGETS) build/bin/mpijob-worker $(WORKER_BENCH_TARGETS)
 	@for b in $(BENCH_TARGETS); do echo "== $$b"; $$b || exit 1; done
 	@echo "== tests/bench/bench_worker.sh"; tests/bench/bench_worker.sh
+	@echo "== tests/bench/bench_ddp.py"; /usr/bin/python3 tests/bench/bench_ddp.py
 
 demo:
 	@scripts/demo.sh
@@ -171,9 +173,13 @@ clean:
 
 -include $(shell find build -name '*.d' 2>/dev/null)
 
-.PHONY: fuzz-deps
+.PHONY: fuzz-deps bench-deps
 fuzz-deps:
 	@scripts/install-deps.sh fuzz
+
+# Debian's python3-torch installs for /usr/bin/python3, which tests/bench/bench_ddp.py runs on.
+bench-deps:
+	@scripts/install-deps.sh bench
 
 # ---- deploy/mpijob-operator.yaml and the chart's copies of the CRD and RBAC rules (make deploy) --
 .PHONY: deploy

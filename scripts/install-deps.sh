@@ -13,9 +13,12 @@ libopenblas-dev libopenblas0-openmp libopenblas0-serial"
 # libopenblas-dev: the worker's CPU GEMMs (its pthread build); the openmp and serial builds are
 # for the worker's tests, which run it on each of Debian's three (alternatives keep pthread).
 
-# Extra sets for the optional targets (make fuzz needs clang with libFuzzer).
+# Extra sets for the optional targets (make fuzz needs clang with libFuzzer; make bench needs
+# PyTorch for /usr/bin/python3 and OpenBLAS, which the libblas.so.3 alternative then selects,
+# for tests/bench/bench_ddp.py).
 case "${1:-}" in
     fuzz) PACKAGES="$PACKAGES clang-14 libclang-rt-14-dev" ;;
+    bench) PACKAGES="$PACKAGES python3-torch libopenblas0-pthread" ;;
 esac
 
 missing=""
