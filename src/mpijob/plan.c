@@ -263,16 +263,13 @@ static void finish(struct planner *pl, bool succeeded, const char *reason, const
 /* succeeded and failed at least what the launcher Job's status says: the Job controller counts
  * pods it has since deleted, and its Complete or Failed can reach us before the pod's last phase
  * does (two watches keep no order between them). */
-static void add_launcher_job_counts(struct planner *pl, struct replica_counts *lc)
+static void add_launcher_job_counts(const cJSON *lj, struct replica_counts *lc)
 {
-    const struct kube_object *launcher = pl->in->launcher.obj;
-    cJSON *lj = owned(pl, launcher) ? kube_object_parse(launcher) : NULL;
     long long succeeded = json_int(lj, "status.succeeded", 0), failed = json_int(lj, "status.failed", 0);
     if (succeeded > lc->succeeded)
         lc->succeeded = (int)succeeded;
     if (failed > lc->failed)
         lc->failed = (int)failed;
-    cJSON_Delete(lj);
 }
 
 /* The launcher's counts after the finish, as its pods now are (one being deleted no longer
@@ -287,7 +284,10 @@ static void recount_launcher(struct planner *pl)
             count_pod(&lc, pod);
         cJSON_Delete(pod);
     }
-    add_launcher_job_counts(pl, &lc);
+    const struct kube_object *launcher = pl->in->launcher.obj;
+    cJSON *lj = owned(pl, launcher) ? kube_object_parse(launcher) : NULL;
+    add_launcher_job_counts(lj, &lc);
+    cJSON_Delete(lj);
     if (mpijob_status_set_replicas(pl->status, "Launcher", &lc) < 0)
         pl->nomem = true;
 }
@@ -527,13 +527,15 @@ static void plan_launcher_state(struct planner *pl, struct workers_seen *w, stru
     cJSON *lj = kube_object_parse(launcher);
     char reason[128] = "", message[512] = "", last_pod[256] = "";
     enum job_state js = lj ? job_state_of(lj, reason, sizeof(reason), message, sizeof(message)) : JOB_ACTIVE;
-    cJSON_Delete(lj);
     struct pod_run *last = calloc(1, sizeof(*last));
     if (!last) {
+        cJSON_Delete(lj);
         pl->nomem = true;
         return;
     }
     bool attempt = scan_launcher_pods(pl, w, lc, last, last_pod, sizeof(last_pod));
+    add_launcher_job_counts(lj, lc);
+    cJSON_Delete(lj);
     bool suspended = job->run_policy.suspend;
     char msg[3000];
     if (js == JOB_COMPLETE) {
@@ -704,6 +706,15 @@ static void want_podgroup(struct planner *pl)
 /* A template the builders cannot make into a pod (a field of a type they cannot edit; the CRD
  * schema refuses those, a server without it may not) fails the job as an invalid spec would:
  * no retry can change it. */
+static void invalid_spec(struct planner *pl, const char *message)
+{
+    if (mpijob_status_set_condition(pl->status, MPIJOB_COND_FAILED, true, "InvalidSpec", message, pl->now) > 0)
+        announce(pl, "Warning", "InvalidSpec", message);
+    if (!cJSON_GetObjectItemCaseSensitive(pl->status, "completionTime"))
+        json_set_string(pl->status, "completionTime", pl->now);
+    pl->blocked = true;
+}
+
 static void unusable_template(struct planner *pl, const char *role)
 {
     char msg[600];
@@ -711,11 +722,7 @@ static void unusable_template(struct planner *pl, const char *role)
              "MPIJob %s/%s has failed: spec.mpiReplicaSpecs.%s.template cannot be made into a pod: a field "
              "has a type the operator cannot edit",
              pl->job->namespace, pl->job->name, role);
-    if (mpijob_status_set_condition(pl->status, MPIJOB_COND_FAILED, true, "InvalidSpec", msg, pl->now) > 0)
-        announce(pl, "Warning", "InvalidSpec", msg);
-    if (!cJSON_GetObjectItemCaseSensitive(pl->status, "completionTime"))
-        json_set_string(pl->status, "completionTime", pl->now);
-    pl->blocked = true;
+    invalid_spec(pl, msg);
 }
 
 /* The built object in *out, or a reason to stop: out of memory, or an unusable template. */
@@ -938,7 +945,6 @@ static void plan_running(struct planner *pl, struct workers_seen *w)
     if (!mpijob_status_finished(pl->status))
         plan_launcher_state(pl, w, &lc);
     show_stuck_pod(pl, w);
-    add_launcher_job_counts(pl, &lc);
     if (mpijob_status_set_replicas(pl->status, "Launcher", &lc) < 0)
         pl->nomem = true;
     set_worker_status(pl, &w->counts);
@@ -1009,6 +1015,27 @@ int plan_job(const struct plan_input *in, struct plan *out)
     list_clear(&pl.decided);
     list_clear(&pl.wanted);
     out->nomem = pl.nomem;
+    if (pl.nomem) {
+        plan_free(out);
+        return KUBE_ENOMEM;
+    }
+    return 0;
+}
+
+int plan_invalid(const cJSON *status, long long generation, time_t now, const char *message, struct plan *out)
+{
+    memset(out, 0, sizeof(*out));
+    struct plan_input in = {.status = status, .generation = generation, .now = now};
+    struct planner pl = {.in = &in};
+    clock_rfc3339(now, pl.now);
+    pl.status = status ? cJSON_Duplicate(status, true) : cJSON_CreateObject();
+    if (!pl.status)
+        return KUBE_ENOMEM;
+    invalid_spec(&pl, message);
+    if (!pl.nomem)
+        assemble(&pl, out);
+    cJSON_Delete(pl.status);
+    list_clear(&pl.announced);
     if (pl.nomem) {
         plan_free(out);
         return KUBE_ENOMEM;

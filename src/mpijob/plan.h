@@ -90,6 +90,10 @@ struct plan {
 
 /* 0, or KUBE_ENOMEM (out is then freed). */
 int plan_job(const struct plan_input *in, struct plan *out);
+/* The plan for a job whose spec cannot run (mpijob_parse said MPIJOB_EINVALID): Failed with
+ * reason InvalidSpec and message naming every problem, and its Warning event, once. status and
+ * generation are the MPIJob's as cached. 0, or KUBE_ENOMEM. */
+int plan_invalid(const cJSON *status, long long generation, time_t now, const char *message, struct plan *out);
 void plan_free(struct plan *p);
 
 /* Whether the plan creates or updates that object. */

@@ -49,52 +49,11 @@ static void count_transitions(struct reconcile_ctx *ctx, const char *ns, const c
             metrics_counter_add(ctx->metrics, counted[i].metric, counted[i].help, 1, labels);
 }
 
-/* The invalid-spec path: Failed/InvalidSpec naming every problem, once. */
-static int reject(struct reconcile_ctx *ctx, cJSON *tree, const struct mpijob_problems *problems,
-                  const char *ns, const char *name)
-{
-    cJSON *old = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(tree, "status"), true);
-    cJSON *status = json_ensure_object(tree, "status");
-    char now[21];
-    clock_rfc3339(ctx->now ? ctx->now() : time(NULL), now);
-    char *message = mpijob_problems_join(problems);
-    int rc = 0;
-    if (!status || !message) {
-        rc = KUBE_ENOMEM;
-        goto out;
-    }
-    if (mpijob_status_set_condition(status, MPIJOB_COND_FAILED, true, "InvalidSpec", message, now) > 0 &&
-        ctx->events) {
-        struct event_target t = {.api_version = "kubeflow.org/v2beta1", .kind = MPIJOB_KIND, .namespace = ns,
-                                 .name = name, .uid = json_string(tree, "metadata.uid")};
-        event_record(ctx->events, &t, "Warning", "InvalidSpec", "%s", message);
-    }
-    if (!cJSON_GetObjectItemCaseSensitive(status, "completionTime"))
-        json_set_string(status, "completionTime", now);
-    mpijob_status_set_state(status);
-    if (!mpijob_status_equal(old, status)) {
-        json_set_string(status, "lastReconcileTime", now);
-        struct kube_status st = {.retry_after_s = -1};
-        rc = kube_replace_status(ctx->client, &MPIJOB_RESOURCE_V2BETA1, ns, name, tree, NULL, &st);
-        if (rc == 0)
-            count_transitions(ctx, ns, old, status);
-        else if (rc != KUBE_ECONFLICT)
-            log_warn("status update failed", "job=%s/%s error=\"%s\" message=\"%s\"", ns, name, error_str(rc),
-                     log_quote(st.message));
-        kube_status_clear(&st);
-    }
-out:
-    free(message);
-    cJSON_Delete(old);
-    return rc;
-}
-
 /* ---- gathering: what the caches show, and what this controller remembers -------------------- */
 
 /* Everything the planner reads, with the references it holds. */
 struct snapshot {
     struct plan_input in;
-    struct kube_object **worker_refs;
     int n_workers;
     struct refusal refusal;
 };
@@ -196,7 +155,7 @@ static int gather(struct reconcile_ctx *ctx, const struct mpijob *job, const cJS
 
 struct executor {
     struct reconcile_ctx *ctx;
-    const struct mpijob *job;
+    const char *ns, *name;
     const char *key; /* "ns/name" */
     cJSON *tree;     /* the MPIJob as cached; its status is replaced by the plan's when written */
     const cJSON *old_status;
@@ -238,11 +197,11 @@ static int write_status(struct executor *ex)
     cJSON_DeleteItemFromObjectCaseSensitive(ex->tree, "status");
     cJSON_AddItemToObject(ex->tree, "status", status);
     struct kube_status st = {.retry_after_s = -1};
-    int rc = kube_replace_status(ex->ctx->client, &MPIJOB_RESOURCE_V2BETA1, ex->job->namespace, ex->job->name,
+    int rc = kube_replace_status(ex->ctx->client, &MPIJOB_RESOURCE_V2BETA1, ex->ns, ex->name,
                                  ex->tree, NULL, &st);
     if (rc == 0) {
         expect_status_written(ex->ctx->expect, ex->key, json_string(ex->tree, "metadata.resourceVersion"));
-        count_transitions(ex->ctx, ex->job->namespace, ex->old_status, status);
+        count_transitions(ex->ctx, ex->ns, ex->old_status, status);
     } else if (rc != KUBE_ECONFLICT) { /* Conflict: the cache was stale; the retry reads the newer object */
         log_warn("status update failed", "job=%s error=\"%s\" message=\"%s\"", ex->key, error_str(rc),
                  log_quote(st.message));
@@ -254,7 +213,7 @@ static int write_status(struct executor *ex)
 static int send(struct executor *ex, const struct action *a, struct kube_status *st)
 {
     struct kube_client *c = ex->ctx->client;
-    const char *ns = ex->job->namespace;
+    const char *ns = ex->ns;
     switch (a->type) {
     case ACTION_CREATE: {
         int rc = kube_create(c, a->resource, ns, a->object, NULL, st);
@@ -294,7 +253,7 @@ static int apply(struct executor *ex, const struct action *a)
         request_failed(ex, a, rc, &st);
     } else if (a->type == ACTION_CREATE || a->type == ACTION_REPLACE || a->type == ACTION_PATCH) {
         if (a->type == ACTION_CREATE)
-            expect_created(ex->ctx->expect, a->resource, ex->job->namespace, a->name);
+            expect_created(ex->ctx->expect, a->resource, ex->ns, a->name);
         expect_accepted(ex->ctx->expect, ex->key, a->resource->kind, a->name);
     }
     if (rc == 0 && a->type == ACTION_DELETE && (a->count_failure || a->resource == &MPIJOB_RESOURCE_V2BETA1))
@@ -370,6 +329,20 @@ static int execute(struct executor *ex)
 
 /* ---- one reconcile ---------------------------------------------------------------------------- */
 
+/* Applies a plan to the MPIJob `tree` (its status is replaced by the plan's when written). */
+static int execute_plan(struct reconcile_ctx *ctx, const char *key, const char *ns, const char *name, cJSON *tree,
+                        const struct plan *plan)
+{
+    cJSON *old_status = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(tree, "status"), true);
+    struct executor ex = {.ctx = ctx, .ns = ns, .name = name, .key = key, .tree = tree, .old_status = old_status,
+                          .plan = plan,
+                          .target = {.api_version = "kubeflow.org/v2beta1", .kind = MPIJOB_KIND, .namespace = ns,
+                                     .name = name, .uid = json_string(tree, "metadata.uid")}};
+    int rc = execute(&ex);
+    cJSON_Delete(old_status);
+    return rc;
+}
+
 static int reconcile_valid(struct reconcile_ctx *ctx, const char *key, const struct mpijob *job, cJSON *tree,
                            struct reconcile_result *result)
 {
@@ -379,17 +352,28 @@ static int reconcile_valid(struct reconcile_ctx *ctx, const char *key, const str
     if (rc == 0)
         rc = plan_job(&s.in, &plan);
     if (rc == 0) {
-        cJSON *old_status = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(tree, "status"), true);
-        struct executor ex = {.ctx = ctx, .job = job, .key = key, .tree = tree, .old_status = old_status,
-                              .plan = &plan,
-                              .target = {.api_version = "kubeflow.org/v2beta1", .kind = MPIJOB_KIND,
-                                         .namespace = job->namespace, .name = job->name, .uid = job->uid}};
-        rc = execute(&ex);
+        rc = execute_plan(ctx, key, job->namespace, job->name, tree, &plan);
         result->requeue_after_ms = plan.requeue_after_ms;
-        cJSON_Delete(old_status);
     }
     plan_free(&plan);
     snapshot_free(&s);
+    return rc;
+}
+
+/* The invalid-spec path: Failed/InvalidSpec naming every problem, once (plan_invalid). */
+static int reject(struct reconcile_ctx *ctx, const char *key, const char *ns, const char *name, cJSON *tree,
+                  const struct mpijob_problems *problems)
+{
+    char *message = mpijob_problems_join(problems);
+    struct plan plan = {0};
+    int rc = message ? plan_invalid(cJSON_GetObjectItemCaseSensitive(tree, "status"),
+                                    json_int(tree, "metadata.generation", 0), ctx->now ? ctx->now() : time(NULL),
+                                    message, &plan)
+                     : KUBE_ENOMEM;
+    if (rc == 0)
+        rc = execute_plan(ctx, key, ns, name, tree, &plan);
+    plan_free(&plan);
+    free(message);
     return rc;
 }
 
@@ -435,7 +419,7 @@ int reconcile_job(struct reconcile_ctx *ctx, const char *key, struct reconcile_r
     struct mpijob_problems problems = {0};
     int rc = mpijob_parse(tree, &ctx->limits, &job, &problems);
     if (rc == MPIJOB_EINVALID)
-        rc = reject(ctx, tree, &problems, ns, name);
+        rc = reject(ctx, key, ns, name, tree, &problems);
     else if (rc == 0)
         rc = reconcile_valid(ctx, key, job, tree, result);
     mpijob_problems_free(&problems);

@@ -99,3 +99,16 @@ void buf_free(struct buf *b)
     b->data = NULL;
     b->len = b->cap = 0;
 }
+
+void str_appendf(char *out, size_t len, size_t *used, const char *fmt, ...)
+{
+    if (*used >= len)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(out + *used, len - *used, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    *used = *used + (size_t)n < len ? *used + (size_t)n : len - 1;
+}

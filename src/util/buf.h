@@ -26,4 +26,9 @@ void buf_reset(struct buf *b);
 char *buf_steal(struct buf *b);
 void buf_free(struct buf *b);
 
+/* Appends formatted text to a fixed buffer out[0..len) at *used (advanced); text that does not
+ * fit is cut at the end, never overflowed, and out stays terminated. For messages built in a
+ * caller's array. */
+void str_appendf(char *out, size_t len, size_t *used, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
 #endif

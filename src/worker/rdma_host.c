@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "util/buf.h"
 #include "worker/rdma_suggest.h"
 
 #define SYSFS_IB "/sys/class/infiniband"
@@ -29,21 +30,6 @@
 #define MAX_GID_TABLE 4096
 #define CAP_IPC_LOCK_BIT 14
 
-/* Appends to out[0..len) at *used; output that does not fit is cut, never overflowed. */
-static void append(char *out, size_t len, size_t *used, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void append(char *out, size_t len, size_t *used, const char *fmt, ...)
-{
-    if (*used >= len)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(out + *used, len - *used, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return;
-    *used = *used + (size_t)n < len ? *used + (size_t)n : len - 1;
-}
 
 const char *wk_rdma_host_root(void)
 {
@@ -296,7 +282,7 @@ void wk_rdma_devdir_check(const char *root, struct wk_rdma_devdir *out)
     /* The usable ones first, then what is wrong with the others. */
     char faults[512] = "";
     size_t faults_used = 0;
-    append(out->detail, sizeof(out->detail), &used, DEV_IB ":");
+    str_appendf(out->detail, sizeof(out->detail), &used, DEV_IB ":");
     for (int i = 0; i < n; i++) {
         const char *name = entries[i]->d_name;
         char path[1300], fault[512];
@@ -310,26 +296,26 @@ void wk_rdma_devdir_check(const char *root, struct wk_rdma_devdir *out)
             int fd = open(path, O_RDWR | O_CLOEXEC);
             if (fd >= 0) {
                 close(fd);
-                append(out->detail, sizeof(out->detail), &used, "%s %s", out->usable++ ? "," : "",
+                str_appendf(out->detail, sizeof(out->detail), &used, "%s %s", out->usable++ ? "," : "",
                        name);
                 continue;
             }
             wk_rdma_uverbs_fault(name, NULL, errno, fault, sizeof(fault));
         }
-        append(faults, sizeof(faults), &faults_used, "%s%s", faults_used ? "; " : "", fault);
+        str_appendf(faults, sizeof(faults), &faults_used, "%s%s", faults_used ? "; " : "", fault);
     }
     for (int i = 0; i < n; i++)
         free(entries[i]);
     free(entries);
     if (out->usable > 0) {
         out->status = WK_RDMA_DEVDIR_OK;
-        append(out->detail, sizeof(out->detail), &used, " open%s read-write%s%s",
+        str_appendf(out->detail, sizeof(out->detail), &used, " open%s read-write%s%s",
                out->usable == 1 ? "s" : "", faults_used ? "; " : "", faults);
         return;
     }
     out->status = WK_RDMA_DEVDIR_UNUSABLE;
     used = 0;
-    append(out->detail, sizeof(out->detail), &used,
+    str_appendf(out->detail, sizeof(out->detail), &used,
            DEV_IB " is there but none of its uverbs devices can be used: %s", faults);
 }
 
@@ -372,20 +358,20 @@ void wk_rdma_memlock_assess(const struct rlimit *limit, int ipc_lock, struct wk_
     out->ipc_lock = ipc_lock != 0;
     format_limit(limit->rlim_cur, soft, sizeof(soft));
     format_limit(limit->rlim_max, hard, sizeof(hard));
-    append(out->detail, sizeof(out->detail), &used, "RLIMIT_MEMLOCK soft %s, hard %s", soft, hard);
+    str_appendf(out->detail, sizeof(out->detail), &used, "RLIMIT_MEMLOCK soft %s, hard %s", soft, hard);
     if (limit_enough(limit->rlim_cur)) {
         out->ok = 1;
-        append(out->detail, sizeof(out->detail), &used, ": enough for memory registration");
+        str_appendf(out->detail, sizeof(out->detail), &used, ": enough for memory registration");
         return;
     }
     if (out->ipc_lock) {
         out->ok = 1;
-        append(out->detail, sizeof(out->detail), &used,
+        str_appendf(out->detail, sizeof(out->detail), &used,
                ": below 64 MiB, but CAP_IPC_LOCK is effective, so memory registration is not held "
                "to it");
         return;
     }
-    append(out->detail, sizeof(out->detail), &used,
+    str_appendf(out->detail, sizeof(out->detail), &used,
            ": too low for RDMA memory registration (below 64 MiB; NCCL pins tens of MiB per "
            "rank, unlimited is usual) and CAP_IPC_LOCK is not effective. Fix: add the capability "
            "IPC_LOCK to the container's securityContext (the operator adds it for transport RDMA; "
@@ -394,11 +380,11 @@ void wk_rdma_memlock_assess(const struct rlimit *limit, int ipc_lock, struct wk_
         char raise[32] = "unlimited";
         if (limit->rlim_max != RLIM_INFINITY) /* ulimit -l counts KiB */
             snprintf(raise, sizeof(raise), "%llu", (unsigned long long)(limit->rlim_max >> 10));
-        append(out->detail, sizeof(out->detail), &used,
+        str_appendf(out->detail, sizeof(out->detail), &used,
                ", or run `ulimit -l %s` before the ranks' parent starts (in the workers' "
                "command, before sshd; the hard limit allows it)", raise);
     } else {
-        append(out->detail, sizeof(out->detail), &used,
+        str_appendf(out->detail, sizeof(out->detail), &used,
                ", or raise the container runtime's memlock default (`ulimit -l unlimited` "
                "needs a higher hard limit: LimitMEMLOCK=infinity in containerd's systemd unit, "
                "default_ulimits memlock=-1:-1 in CRI-O, --default-ulimit memlock=-1 for Docker)");
@@ -491,39 +477,39 @@ int wk_rdma_verdict(const struct wk_rdma_device *devs, int n, const char *why, c
         msg[0] = '\0';
     why = why ? why : "";
     if (n < 0) {
-        append(msg, msg_len, &used, WK_RDMA_NO_DEVICE "%s", why);
+        str_appendf(msg, msg_len, &used, WK_RDMA_NO_DEVICE "%s", why);
         return -ENODEV;
     }
     if (n == 0) {
-        append(msg, msg_len, &used, WK_RDMA_NO_DEVICE LOOKED_FOR "no devices found (");
+        str_appendf(msg, msg_len, &used, WK_RDMA_NO_DEVICE LOOKED_FOR "no devices found (");
         if (n_sysfs > 0) {
-            append(msg, msg_len, &used, "the kernel has");
+            str_appendf(msg, msg_len, &used, "the kernel has");
             for (int i = 0; i < n_sysfs; i++)
-                append(msg, msg_len, &used, "%s %s", i ? "," : "", sysfs[i].name);
-            append(msg, msg_len, &used, " in " SYSFS_IB "; ");
+                str_appendf(msg, msg_len, &used, "%s %s", i ? "," : "", sysfs[i].name);
+            str_appendf(msg, msg_len, &used, " in " SYSFS_IB "; ");
         } else {
-            append(msg, msg_len, &used, "the kernel lists none in " SYSFS_IB "; ");
+            str_appendf(msg, msg_len, &used, "the kernel lists none in " SYSFS_IB "; ");
         }
         if (devdir->status != WK_RDMA_DEVDIR_OK)
-            append(msg, msg_len, &used, "%s", devdir->detail);
+            str_appendf(msg, msg_len, &used, "%s", devdir->detail);
         else
-            append(msg, msg_len, &used, "%s; is the device's libibverbs provider installed "
+            str_appendf(msg, msg_len, &used, "%s; is the device's libibverbs provider installed "
                    "(ibverbs-providers)?", devdir->detail);
-        append(msg, msg_len, &used, "; NCCL_IB_HCA=%s)", hca ? hca : "unset");
+        str_appendf(msg, msg_len, &used, "; NCCL_IB_HCA=%s)", hca ? hca : "unset");
         return -ENODEV;
     }
     char found[768];
     if (wk_rdma_usable(devs, n, hca, found, sizeof(found)) == 0) {
-        append(msg, msg_len, &used, WK_RDMA_NO_DEVICE LOOKED_FOR "%s%s%s", found, why[0] ? "; " : "",
+        str_appendf(msg, msg_len, &used, WK_RDMA_NO_DEVICE LOOKED_FOR "%s%s%s", found, why[0] ? "; " : "",
                why);
         if (devdir->status != WK_RDMA_DEVDIR_OK)
-            append(msg, msg_len, &used, "; %s", devdir->detail);
+            str_appendf(msg, msg_len, &used, "; %s", devdir->detail);
         return -ENODEV;
     }
     if (!memlock->ok) {
-        append(msg, msg_len, &used, WK_RDMA_NO_MEMLOCK "%s", memlock->detail);
+        str_appendf(msg, msg_len, &used, WK_RDMA_NO_MEMLOCK "%s", memlock->detail);
         return -EPERM;
     }
-    append(msg, msg_len, &used, "RDMA ports usable by NCCL: %s", found);
+    str_appendf(msg, msg_len, &used, "RDMA ports usable by NCCL: %s", found);
     return 0;
 }

@@ -5,23 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/buf.h"
+
 #define IPV4_MAPPED_PREFIX "0000:0000:0000:0000:0000:ffff:"
 
-/* Appends to out[0..len) at *used; output that does not fit is cut, never overflowed. */
-static void append(char *out, size_t len, size_t *used, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void append(char *out, size_t len, size_t *used, const char *fmt, ...)
-{
-    if (*used >= len)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(out + *used, len - *used, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return;
-    *used = *used + (size_t)n < len ? *used + (size_t)n : len - 1;
-}
 
 static int port_active(const struct wk_rdma_port *p)
 {
@@ -131,20 +118,20 @@ void wk_rdma_port_gid_advice(const char *dev, const struct wk_rdma_port *p, char
         if (p->gids[i].index == index)
             g = &p->gids[i];
     if (g == NULL) {
-        append(out, len, &used, "%s:%d has no RoCE v2 GID: %s", dev, p->port,
+        str_appendf(out, len, &used, "%s:%d has no RoCE v2 GID: %s", dev, p->port,
                p->gid_count ? "NCCL's default index 0 (RoCE v1) applies"
                             : "no GID is in use (has its net device an address?)");
         return;
     }
     char ip[16] = "";
     wk_rdma_gid_ipv4(g->gid, ip);
-    append(out, len, &used, "NCCL_IB_GID_INDEX=%d fits %s:%d: RoCE v2", index, dev, p->port);
+    str_appendf(out, len, &used, "NCCL_IB_GID_INDEX=%d fits %s:%d: RoCE v2", index, dev, p->port);
     if (mapped)
-        append(out, len, &used, " with IPv4 %s", ip);
+        str_appendf(out, len, &used, " with IPv4 %s", ip);
     else
-        append(out, len, &used, ", but no RoCE v2 GID carries an IPv4 address");
+        str_appendf(out, len, &used, ", but no RoCE v2 GID carries an IPv4 address");
     if (g->ndev[0])
-        append(out, len, &used, " (%s)", g->ndev);
+        str_appendf(out, len, &used, " (%s)", g->ndev);
 }
 
 void wk_rdma_suggest(const struct wk_rdma_device *devs, int n, struct wk_rdma_suggestion *out)
@@ -159,7 +146,7 @@ void wk_rdma_suggest(const struct wk_rdma_device *devs, int n, struct wk_rdma_su
             const struct wk_rdma_port *p = &devs[d].ports[i];
             if (!port_active(p))
                 continue;
-            append(out->hca, sizeof(out->hca), &hca_used, "%s%s:%d", out->active_ports ? "," : "",
+            str_appendf(out->hca, sizeof(out->hca), &hca_used, "%s%s:%d", out->active_ports ? "," : "",
                    devs[d].name, p->port);
             out->active_ports++;
             if (!port_roce(p))
@@ -175,20 +162,20 @@ void wk_rdma_suggest(const struct wk_rdma_device *devs, int n, struct wk_rdma_su
         }
     }
     if (roce_ports == 0) {
-        append(out->gid_reason, sizeof(out->gid_reason), &reason_used, "%s",
+        str_appendf(out->gid_reason, sizeof(out->gid_reason), &reason_used, "%s",
                out->active_ports ? "InfiniBand: no GID index needed"
                                  : "no ACTIVE port");
         return;
     }
     if (out->gid_index < 0)
-        append(out->gid_reason, sizeof(out->gid_reason), &reason_used,
+        str_appendf(out->gid_reason, sizeof(out->gid_reason), &reason_used,
                "RoCE without a RoCE v2 GID: NCCL's default (index 0, RoCE v1) applies");
     else
-        append(out->gid_reason, sizeof(out->gid_reason), &reason_used, "%s",
+        str_appendf(out->gid_reason, sizeof(out->gid_reason), &reason_used, "%s",
                chosen_mapped ? "the lowest RoCE v2 GID with an IPv4 address"
                              : "the lowest RoCE v2 GID (none carries an IPv4 address)");
     if (disagree)
-        append(out->gid_reason, sizeof(out->gid_reason), &reason_used,
+        str_appendf(out->gid_reason, sizeof(out->gid_reason), &reason_used,
                "; taken from %s, other RoCE ports would choose another index and "
                "NCCL_IB_GID_INDEX is one value for all",
                first_port);
@@ -206,24 +193,24 @@ int wk_rdma_usable(const struct wk_rdma_device *devs, int n, const char *filter,
         for (int i = 0; i < devs[d].port_count && i < 8; i++) {
             const struct wk_rdma_port *p = &devs[d].ports[i];
             if (port_active(p) && wk_rdma_hca_selected(filter, devs[d].name, p->port))
-                append(msg, msg_len, &used, "%s%s:%d", usable++ ? "," : "", devs[d].name, p->port);
+                str_appendf(msg, msg_len, &used, "%s%s:%d", usable++ ? "," : "", devs[d].name, p->port);
         }
     if (usable)
         return usable;
     int parts = 0;
     for (int d = 0; d < n; d++) {
         if (devs[d].port_count == 0) {
-            append(msg, msg_len, &used, "%s%s has no port that could be queried", parts++ ? "; " : "",
+            str_appendf(msg, msg_len, &used, "%s%s has no port that could be queried", parts++ ? "; " : "",
                    devs[d].name);
             continue;
         }
         for (int i = 0; i < devs[d].port_count && i < 8; i++) {
             const struct wk_rdma_port *p = &devs[d].ports[i];
             if (port_active(p))
-                append(msg, msg_len, &used, "%s%s port %d is ACTIVE but NCCL_IB_HCA=%s leaves it out",
+                str_appendf(msg, msg_len, &used, "%s%s port %d is ACTIVE but NCCL_IB_HCA=%s leaves it out",
                        parts++ ? "; " : "", devs[d].name, p->port, filter ? filter : "");
             else
-                append(msg, msg_len, &used, "%s%s port %d is %s", parts++ ? "; " : "", devs[d].name,
+                str_appendf(msg, msg_len, &used, "%s%s port %d is %s", parts++ ? "; " : "", devs[d].name,
                        p->port, p->state[0] ? p->state : "in an unknown state");
         }
     }
