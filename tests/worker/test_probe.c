@@ -8,6 +8,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "host_rdma.h"
 #include "worker/rdma.h"
 #include "worker/rdma_suggest.h"
 
@@ -262,17 +263,6 @@ Test(rdma, check_message)
 
 /* ---- the probe command ------------------------------------------------------------------------ */
 
-/* Whether this host has an ACTIVE RDMA port; the probe's verdicts below depend on it. */
-static int host_has_rdma(void)
-{
-    struct wk_rdma_device devs[8];
-    char why[256];
-    int n = wk_rdma_list(devs, 8, why, sizeof(why));
-    struct wk_rdma_suggestion s;
-    wk_rdma_suggest(devs, n > 0 ? n : 0, &s);
-    return s.active_ports > 0;
-}
-
 static int probe(const char *args, char **out, char **err)
 {
     char cmd[4096];
@@ -282,7 +272,7 @@ static int probe(const char *args, char **out, char **err)
 
 Test(probe, no_device_exits_nonzero_with_message)
 {
-    if (host_has_rdma())
+    if (test_host_has_rdma())
         cr_skip_test("this host has an ACTIVE RDMA port");
     char *out, *err;
     int code = probe("", &out, &err);
@@ -295,7 +285,7 @@ Test(probe, no_device_exits_nonzero_with_message)
 
 Test(probe, require_rdma_gives_the_check_message)
 {
-    if (host_has_rdma())
+    if (test_host_has_rdma())
         cr_skip_test("this host has an ACTIVE RDMA port");
     char *out, *err;
     int code = probe("--require rdma", &out, &err);

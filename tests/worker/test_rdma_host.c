@@ -13,6 +13,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "host_rdma.h"
 #include "worker/rdma.h"
 #include "worker/rdma_host.h"
 #include "worker/rdma_suggest.h"
@@ -515,16 +516,6 @@ Test(rdma_verdict, listed_but_not_opened)
 
 /* ---- the probe command on the fakes ------------------------------------------------------- */
 
-static int host_has_rdma(void)
-{
-    struct wk_rdma_device devs[8];
-    char why[256];
-    int n = wk_rdma_list(devs, 8, why, sizeof(why));
-    struct wk_rdma_suggestion s;
-    wk_rdma_suggest(devs, n > 0 ? n : 0, &s);
-    return s.active_ports > 0;
-}
-
 static int probe(const char *memlock, const char *args, char **out, char **err)
 {
     char cmd[4096];
@@ -539,7 +530,7 @@ TestSuite(probe_host, .init = make_root, .fini = remove_root);
  * index that fits it are still shown, and the failure names the missing directory. */
 Test(probe_host, kernel_device_without_dev_infiniband)
 {
-    if (host_has_rdma())
+    if (test_host_has_rdma())
         skip("this host has an ACTIVE RDMA port");
     roce_mlx5("mlx5_0", "eth0");
     char *out, *err;
@@ -562,7 +553,7 @@ Test(probe_host, kernel_device_without_dev_infiniband)
 
 Test(probe_host, dev_infiniband_present_but_unusable)
 {
-    if (host_has_rdma())
+    if (test_host_has_rdma())
         skip("this host has an ACTIVE RDMA port");
     make_dir("dev/infiniband");
     char *out, *err;
