@@ -87,15 +87,24 @@ static void list_clear(struct list *l)
 }
 
 /* Takes object (deleted on failure). */
-static void create(struct planner *pl, const struct kube_resource *res, const char *name, cJSON *object)
+static struct action *create(struct planner *pl, const struct kube_resource *res, const char *name, cJSON *object)
 {
     struct action *a = object ? add(pl, &pl->wanted, ACTION_CREATE, res, name) : NULL;
     if (!a) {
         pl->nomem = true;
         cJSON_Delete(object);
-        return;
+        return NULL;
     }
     a->object = object;
+    return a;
+}
+
+/* A creation with an order: the PodGroup before the pods it gathers, the launcher last. */
+static void create_alone(struct planner *pl, const struct kube_resource *res, const char *name, cJSON *object)
+{
+    struct action *a = create(pl, res, name, object);
+    if (a)
+        a->alone = true;
 }
 
 static struct action *delete(struct planner *pl, struct list *l, const struct kube_resource *res,
@@ -691,7 +700,7 @@ static void want_podgroup(struct planner *pl)
         return;
     cJSON *desired = build_podgroup(job, pl->in->options);
     if (p == ABSENT) {
-        create(pl, pg, job->name, desired);
+        create_alone(pl, pg, job->name, desired);
         return;
     }
     cJSON *have = kube_object_parse(po->obj);
@@ -888,7 +897,7 @@ static void want_launcher(struct planner *pl)
             event(pl, &pl->wanted, "Warning", "TransportNotForwarded", unforwarded);
         free(unforwarded);
         transport_report_free(&report);
-        create(pl, &KUBE_JOBS, name, lj);
+        create_alone(pl, &KUBE_JOBS, name, lj);
     }
     pl->nomem = pl->nomem || !name;
     free(name);
@@ -1057,7 +1066,9 @@ void action_describe(const struct action *a, char *buf, size_t len)
     switch (a->type) {
     case ACTION_WRITE_STATUS: snprintf(buf, len, "write status"); break;
     case ACTION_EVENT: snprintf(buf, len, "event %s %s", a->event_type, a->reason); break;
-    case ACTION_CREATE: snprintf(buf, len, "create %s %s", a->resource->kind, a->name); break;
+    case ACTION_CREATE:
+        snprintf(buf, len, "create %s %s%s", a->resource->kind, a->name, a->alone ? " alone" : "");
+        break;
     case ACTION_REPLACE: snprintf(buf, len, "replace %s %s", a->resource->kind, a->name); break;
     case ACTION_PATCH:
         snprintf(buf, len, "patch %s %s %s", a->resource->kind, a->name, a->subresource ? a->subresource : "spec");

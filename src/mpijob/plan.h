@@ -76,6 +76,9 @@ struct action {
     char *uid;                      /* DELETE: precondition, or NULL */
     const char *propagation;        /* DELETE: "Background" or NULL */
     bool count_failure;             /* DELETE of a failed worker: counted in status (uid) */
+    bool alone;                     /* CREATE that must follow everything before it and precede
+                                       everything after it (the PodGroup, the launcher); other
+                                       consecutive creates have no order among them */
     const char *event_type, *reason; /* EVENT: string literals */
     char *message;                  /* EVENT */
 };
@@ -100,8 +103,8 @@ void plan_free(struct plan *p);
 bool plan_writes(const struct plan *p, const char *kind, const char *name);
 
 /* One line per action, for logs and table tests: "write status", "event Normal MPIJobCreated",
- * "create Service j", "replace ConfigMap j-config", "patch Job j-launcher spec",
- * "patch Job j-launcher status", "delete Pod j-worker-2". */
+ * "create Service j", "create Job j-launcher alone", "replace ConfigMap j-config",
+ * "patch Job j-launcher spec", "patch Job j-launcher status", "delete Pod j-worker-2". */
 void action_describe(const struct action *a, char *buf, size_t len);
 
 #endif

@@ -265,9 +265,10 @@ static int apply(struct executor *ex, const struct action *a)
 
 /* A run of creations with no order among them (the Service, ConfigMap and Secret; the workers)
  * is sent by up to create_parallelism threads at once, so a large job is not created one object
- * at a time. The PodGroup never joins a run, so that it exists before the pods it gathers (a
- * gang scheduler may otherwise place a worker alone), nor does the launcher Job, which comes
- * last. A restart at any moment still converges: every creation is idempotent (AlreadyExists). */
+ * at a time. A creation the plan marks `alone` never joins a run: the PodGroup, which must exist
+ * before the pods it gathers (a gang scheduler may otherwise place a worker alone), and the
+ * launcher Job, which comes last. A restart at any moment still converges: every creation is
+ * idempotent (AlreadyExists). */
 struct batch {
     struct executor *ex;
     const struct action *actions;
@@ -305,7 +306,7 @@ static int create_in_parallel(struct executor *ex, const struct action *actions,
 
 static bool unordered_create(const struct action *a)
 {
-    return a->type == ACTION_CREATE && a->resource != &KUBE_JOBS && strcmp(a->resource->kind, "PodGroup") != 0;
+    return a->type == ACTION_CREATE && !a->alone;
 }
 
 static int execute(struct executor *ex)
