@@ -107,7 +107,10 @@ class ControlPlaneTest(unittest.TestCase):
         self.assertIn("pods", st["capacity"])
         self.assertEqual({a["type"] for a in st["addresses"]}, {"InternalIP", "Hostname"})
         self.assertEqual(st["nodeInfo"]["operatingSystem"], "linux")
-        lease = self.k.get("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/sim-node")
+        # The API server makes kube-node-lease shortly after it starts; a kubelet that came first
+        # goes on without its Lease and creates it at a later renewal, as a real one does.
+        lease = self.wait("the node's Lease", lambda: self.k.get(
+            "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/sim-node"))
         self.assertEqual(lease["spec"]["holderIdentity"], "sim-node")
         self.assertEqual(lease["metadata"]["ownerReferences"][0]["uid"], node["metadata"]["uid"])
 
