@@ -178,11 +178,11 @@ int wk_model_init(struct wk_model *m, const struct wk_ops *ops, struct wk_ctx *c
     }
     int rc = 0;
     m->params = ops->alloc(ctx, layout->parameters);
-    m->grads = m->params ? ops->alloc(ctx, layout->parameters) : NULL;
+    m->grads = m->params ? ops->alloc(ctx, layout->parameters + 1) : NULL;
     m->acts = m->grads ? ops->alloc(ctx, act) : NULL;
     m->delta[0] = m->acts ? ops->alloc(ctx, widest) : NULL;
     m->delta[1] = m->delta[0] ? ops->alloc(ctx, widest) : NULL;
-    m->loss_sum = m->delta[1] ? ops->alloc(ctx, 1) : NULL;
+    m->loss_sum = m->delta[1] ? m->grads + layout->parameters : NULL;
     if (m->loss_sum == NULL) {
         set_why(m, why, why_len, "cannot allocate the model");
         rc = -ENOMEM;
@@ -195,7 +195,7 @@ void wk_model_fini(struct wk_model *m)
 {
     if (m->ops == NULL)
         return;
-    float *bufs[] = {m->params, m->grads, m->acts, m->delta[0], m->delta[1], m->loss_sum};
+    float *bufs[] = {m->params, m->grads, m->acts, m->delta[0], m->delta[1]};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
         if (bufs[i] != NULL)
             m->ops->release(m->ctx, bufs[i]);
@@ -235,7 +235,13 @@ out:
     return rc;
 }
 
-int wk_model_backward(struct wk_model *m, int overlap)
+/* Bucket i's floats: bucket 0 ends where grads ends, and loss_sum comes right after it. */
+static size_t bucket_floats(const struct wk_layout *l, int i, int with_loss)
+{
+    return l->bucket[i].count + (i == 0 && with_loss ? 1 : 0);
+}
+
+int wk_model_backward(struct wk_model *m, int overlap, int with_loss)
 {
     const struct wk_ops *ops = m->ops;
     const struct wk_layout *l = m->layout;
@@ -251,7 +257,8 @@ int wk_model_backward(struct wk_model *m, int overlap)
         if (overlap && next_bucket < l->bucket_count &&
             l->bucket[next_bucket].first_layer == i) {
             const struct wk_bucket *b = &l->bucket[next_bucket];
-            CHECK(ops->bucket_ready(m->ctx, next_bucket, m->grads + b->offset, b->count));
+            CHECK(ops->bucket_ready(m->ctx, next_bucket, m->grads + b->offset,
+                                    bucket_floats(l, next_bucket, with_loss)));
             next_bucket++;
         }
         if (i == 0)
@@ -265,7 +272,8 @@ int wk_model_backward(struct wk_model *m, int overlap)
     }
     for (; next_bucket < l->bucket_count; next_bucket++) {
         const struct wk_bucket *b = &l->bucket[next_bucket];
-        CHECK(ops->bucket_ready(m->ctx, next_bucket, m->grads + b->offset, b->count));
+        CHECK(ops->bucket_ready(m->ctx, next_bucket, m->grads + b->offset,
+                                bucket_floats(l, next_bucket, with_loss)));
     }
 out:
     return rc;

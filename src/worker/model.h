@@ -69,10 +69,10 @@ struct wk_model {
     const struct wk_layout *layout;
     int batch;          /* local rows per step */
     float *params;      /* layout->parameters floats */
-    float *grads;       /* same layout */
+    float *grads;       /* same layout, and one float more: loss_sum */
     float *acts;        /* the outputs of every layer, batch x out each, one after the other */
     float *delta[2];    /* batch x widest layer: the gradient flowing backwards */
-    float *loss_sum;    /* one float: sum of squared errors since the last reset */
+    float *loss_sum;    /* grads + parameters: sum of squared errors since the last reset */
     const float *input; /* the batch of the last forward pass (caller's memory) */
 };
 
@@ -89,8 +89,10 @@ int wk_model_forward(struct wk_model *m, const float *x, const float *t, float g
 
 /* Backward pass into grads. With overlap, each bucket is handed to ops->bucket_ready as soon as
  * its layers have their gradients; without, all of them after the whole pass. The caller then
- * calls ops->finish. */
-int wk_model_backward(struct wk_model *m, int overlap);
+ * calls ops->finish. With with_loss, bucket 0 (the output layer, at the end of grads) takes
+ * loss_sum along, so that after finish it holds the sum over every rank: a step that reports
+ * its loss needs no collective of its own. */
+int wk_model_backward(struct wk_model *m, int overlap, int with_loss);
 
 /* params -= lr * grads. */
 int wk_model_sgd(struct wk_model *m, float lr);

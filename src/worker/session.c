@@ -216,6 +216,11 @@ const char *wk_session_transport(const struct wk_session *s, char *out, size_t o
         snprintf(out, out_len, "mpi");
         return out;
     }
+    /* Alone, NCCL connects to nobody, though its log still names the network it loaded. */
+    if (s->size == 1) {
+        snprintf(out, out_len, "none (one rank)");
+        return out;
+    }
     return wk_nccl_transport_from_file(s->nccl_log, out, out_len);
 }
 

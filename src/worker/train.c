@@ -69,12 +69,11 @@ static void fail_op(struct run *r, const char *what)
     wk_session_abort(&r->session, 1, msg);
 }
 
-/* The global mean squared error from every rank's loss_sum. */
+/* The global mean squared error of a step that reported its loss: loss_sum was summed over the
+ * ranks with the output layer's gradients (wk_model_backward with_loss), finished. */
 static double global_loss(struct run *r)
 {
     float sum = 0.0f;
-    if (r->ops->allreduce(r->ctx, r->model.loss_sum, 1) < 0)
-        fail_op(r, "loss allreduce");
     if (r->ops->download(r->ctx, &sum, r->model.loss_sum, 1) < 0)
         fail_op(r, "loss download");
     return (double)sum / ((double)r->args.batch * (double)r->args.output);
@@ -286,7 +285,7 @@ static int train(struct run *r)
             fail_op(r, "fill");
         if (wk_model_forward(&r->model, x, y, scale) < 0)
             fail_op(r, "forward pass");
-        if (wk_model_backward(&r->model, a->overlap) < 0)
+        if (wk_model_backward(&r->model, a->overlap, log) < 0)
             fail_op(r, "backward pass");
         if (r->ops->finish(r->ctx, &exposed) < 0)
             fail_op(r, "gradient allreduce");

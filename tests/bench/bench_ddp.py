@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""mpijob-worker's CPU backend against PyTorch DistributedDataParallel on the same model.
+"""mpijob-worker against PyTorch DistributedDataParallel on the same model, CPU or GPU.
 
 Both sides train the same multi-layer perceptron (ReLU hidden layers, linear output, mean
 squared error, plain SGD) on synthetic data with the same global batch, steps, warm-up and
@@ -24,11 +24,20 @@ alternatives select, and the reference BLAS there is more than ten times slower,
 would flatter the worker. The script checks the BLAS mapped into every PyTorch rank and
 refuses to report anything else.
 
+With --device cuda the same comparison runs on GPUs: the worker with --backend nccl (cuBLAS,
+NCCL), PyTorch with the nccl process group, each rank on GPU (rank mod GPUs), the data on the
+GPU on both sides, and the timed steps ended by a device synchronisation on both sides (the
+worker's step and summary lines read the loss back). With more ranks than GPUs, each rank is
+made a host of its own for NCCL (NCCL_HOSTID=bench-host-<rank>, sockets over loopback), on both
+sides alike: NCCL before 2.30 refuses two ranks of one host on one GPU, and this is how a
+one-GPU machine measures NCCL's network path.
+
 Figures only: nothing here judges a timing. Exit 0 when every run completed, 1 when a run
 failed, 2 when it cannot measure (no PyTorch, not OpenBLAS, no worker).
 
 Usage: /usr/bin/python3 tests/bench/bench_ddp.py [--rounds 3] [--ranks 1 2]
-           [--models default large] [--steps 120] [--warmup 5]
+           [--models default large] [--steps 120] [--warmup 5] [--batch 2048]
+           [--samples 8192] [--device cpu|cuda]
 Environment: MPIRUN_ARGS (added to every mpirun line).
 """
 import os
@@ -59,7 +68,7 @@ MODELS = {
     "large": {"input": 128, "hidden": 1024, "layers": 4, "output": 8},
 }
 LR = 0.05
-SAMPLES = 8192  # the worker's default dataset size, sharded by rank on both sides
+SAMPLES = 8192  # the worker's default dataset size, sharded by rank on both sides (--samples)
 SEED = 1
 
 
@@ -137,11 +146,21 @@ def torch_rank(rank, world, init_file, cfg, results):
         torch.set_num_interop_threads(1)
     except RuntimeError:
         pass  # already fixed in this process
-    dist.init_process_group("gloo", init_method="file://" + init_file, rank=rank,
-                            world_size=world)
+    cuda = cfg["device"] == "cuda"
+    if cfg.get("hosts"):
+        os.environ["NCCL_HOSTID"] = "bench-host-%d" % rank
+        os.environ.setdefault("NCCL_SOCKET_IFNAME", "lo")
+    dev = torch.device("cuda", rank % torch.cuda.device_count()) if cuda else torch.device("cpu")
+    if cuda:
+        torch.cuda.set_device(dev)
+        # Plain FP32 on both sides: the worker's cuBLAS runs with CUBLAS_DEFAULT_MATH.
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    dist.init_process_group("nccl" if cuda else "gloo", init_method="file://" + init_file,
+                            rank=rank, world_size=world)
     m, batch, steps, warmup = cfg["model"], cfg["batch"], cfg["steps"], cfg["warmup"]
     local = batch // world
-    slots = SAMPLES // world // local
+    slots = cfg["samples"] // world // local
 
     # Data: this rank's shard, and targets from a fixed random teacher (64 tanh units) as the
     # worker does; only the shapes matter for the timing.
@@ -152,6 +171,7 @@ def torch_rank(rank, world, init_file, cfg, results):
     w2 = (torch.rand(m["output"], 64, generator=t) * 2 - 1) * (3.0 / 64) ** 0.5
     with torch.no_grad():
         y = torch.tanh(x @ w1.t()) @ w2.t()
+    x, y = x.to(dev), y.to(dev)
 
     torch.manual_seed(SEED)  # the same initial weights everywhere (DDP broadcasts rank 0's)
     layers, width = [], m["input"]
@@ -159,8 +179,9 @@ def torch_rank(rank, world, init_file, cfg, results):
         layers += [torch.nn.Linear(width, m["hidden"]), torch.nn.ReLU()]
         width = m["hidden"]
     layers.append(torch.nn.Linear(width, m["output"]))
-    model = DistributedDataParallel(torch.nn.Sequential(*layers), bucket_cap_mb=25,
-                                    gradient_as_bucket_view=True)
+    model = DistributedDataParallel(torch.nn.Sequential(*layers).to(dev), bucket_cap_mb=25,
+                                    gradient_as_bucket_view=True,
+                                    device_ids=[dev.index] if cuda else None)
     opt = torch.optim.SGD(model.parameters(), lr=LR)
 
     def step(s):
@@ -172,17 +193,20 @@ def torch_rank(rank, world, init_file, cfg, results):
         opt.step()
         return loss.detach()
 
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
     first = step(0)
     for s in range(1, warmup):
         step(s)
+    sync()
     start = time.perf_counter()
     for s in range(warmup, steps):
         last = step(s)
+    sync()
     wall = time.perf_counter() - start
 
     losses = torch.stack([first, last]) / world
     dist.all_reduce(losses)
-    blas = blas_report()
+    blas = {} if cuda else blas_report()
     results.put({"rank": rank, "wall_s": wall, "loss_first": float(losses[0]),
                  "loss_last": float(losses[1]), "blas": blas})
     dist.destroy_process_group()
@@ -195,9 +219,19 @@ def loopback_name():
     return "lo"
 
 
+def hosts_per_rank(ranks, args):
+    """Whether each rank must be a host of its own: more ranks than GPUs."""
+    if args.device != "cuda":
+        return False
+    import torch
+    return ranks > torch.cuda.device_count()
+
+
 def run_torch(m, ranks, args):
     import torch.multiprocessing as mp
-    cfg = {"model": m, "batch": args.batch, "steps": args.steps, "warmup": args.warmup}
+    cfg = {"model": m, "batch": args.batch, "steps": args.steps, "warmup": args.warmup,
+           "samples": args.samples, "device": args.device,
+           "hosts": hosts_per_rank(ranks, args)}
     tmp = tempfile.mkdtemp(prefix="mpijob-bench-ddp.")
     ctx = mp.get_context("spawn")
     results = ctx.SimpleQueue()
@@ -226,15 +260,20 @@ def worker_has_threads(worker):
 
 
 def worker_command(worker, m, ranks, args, threads):
+    backend = "nccl" if args.device == "cuda" else "mpi"
     cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(ranks),
            "--bind-to", "none"] + shlex.split(os.environ.get("MPIRUN_ARGS", ""))
-    cmd += [worker, "train", "--backend", "mpi",
+    if hosts_per_rank(ranks, args):
+        # The rank is known only inside each process: a shell sets NCCL_HOSTID from it.
+        cmd += ["sh", "-c", 'NCCL_HOSTID=bench-host-$OMPI_COMM_WORLD_RANK '
+                'NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME:-lo} exec "$0" "$@"']
+    cmd += [worker, "train", "--backend", backend,
             "--input", str(m["input"]), "--hidden", str(m["hidden"]),
             "--layers", str(m["layers"]), "--output", str(m["output"]),
             "--batch", str(args.batch), "--steps", str(args.steps), "--lr", str(LR),
-            "--samples", str(SAMPLES), "--seed", str(SEED),
+            "--samples", str(args.samples), "--seed", str(SEED),
             "--log-every", str(args.warmup - 1), "--check-every", "0"]
-    if threads:
+    if threads and backend == "mpi":
         cmd += ["--threads", "1"]
     return cmd
 
@@ -296,13 +335,18 @@ def main():
     ap.add_argument("--batch", type=int, default=2048, help="global batch")
     ap.add_argument("--steps", type=int, default=120, help="steps, warm-up included")
     ap.add_argument("--warmup", type=int, default=5, help="steps left out of the timing")
+    ap.add_argument("--samples", type=int, default=SAMPLES, help="dataset size, both sides")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                    help="cpu: worker --backend mpi against gloo; cuda: --backend nccl "
+                    "against nccl")
     ap.add_argument("--worker", default=os.path.join(ROOT, "build", "bin", "mpijob-worker"))
     args = ap.parse_args()
     if not 1 <= args.warmup <= args.steps - 2:
         ap.error("--warmup must be between 1 and --steps - 2")
     for n in args.ranks:
-        if args.batch % n or SAMPLES % args.batch:
-            ap.error("the batch must divide by every rank count, and %d by the batch" % SAMPLES)
+        if args.batch % n or args.samples % args.batch:
+            ap.error("the batch must divide by every rank count, and --samples (%d) by the "
+                     "batch" % args.samples)
 
     try:
         import torch
@@ -318,11 +362,24 @@ def main():
         print("cannot measure: mpirun not found (Open MPI)")
         return 2
     torch.set_num_threads(1)
-    blas = blas_report()
-    if "problem" in blas:
-        print("refusing to report: " + blas["problem"])
-        return 2
-    os.environ["GLOO_SOCKET_IFNAME"] = loopback_name()
+    cuda = args.device == "cuda"
+    if cuda:
+        if not torch.cuda.is_available():
+            print("cannot measure: --device cuda but torch sees no GPU")
+            return 2
+        gpus = torch.cuda.device_count()
+        peer = "%s, nccl %s, %d GPU%s: %s" % (
+            torch.__version__, ".".join(map(str, torch.cuda.nccl.version())), gpus,
+            "s" if gpus > 1 else "", torch.cuda.get_device_name(0))
+    else:
+        blas = blas_report()
+        if "problem" in blas:
+            print("refusing to report: " + blas["problem"])
+            return 2
+        os.environ["GLOO_SOCKET_IFNAME"] = loopback_name()
+        peer = "%s (%s), gloo over %s, %s, %d thread; sgemm 1024: %.1f GFLOP/s" % (
+            torch.__version__, os.path.dirname(torch.__file__), os.environ["GLOO_SOCKET_IFNAME"],
+            blas["config"], blas["threads"], sgemm_gflops(torch))
 
     threads = worker_has_threads(args.worker)
     mpi = subprocess.run(["mpirun", "--version"], capture_output=True,
@@ -334,13 +391,15 @@ def main():
     print("date:    " + date)
     print("load:    %s (1, 5, 15 min)" % load())
     print("mpi:     " + (mpi[0] if mpi else "unknown"))
-    print("worker:  %s, %s, --threads 1: %s" % (args.worker, worker_gemm(args.worker),
-                                               "yes" if threads else "not an option"))
-    print("pytorch: %s (%s), gloo over %s, %s, %d thread; sgemm 1024: %.1f GFLOP/s"
-          % (torch.__version__, os.path.dirname(torch.__file__), os.environ["GLOO_SOCKET_IFNAME"],
-             blas["config"], blas["threads"], sgemm_gflops(torch)))
+    if cuda:
+        print("worker:  %s, --backend nccl" % args.worker)
+    else:
+        print("worker:  %s, %s, --threads 1: %s" % (args.worker, worker_gemm(args.worker),
+                                                   "yes" if threads else "not an option"))
+    print("pytorch: " + peer)
     print("work:    global batch %d, %d steps, the first %d left out, lr %g, %d samples; "
-          "%d rounds" % (args.batch, args.steps, args.warmup, LR, SAMPLES, args.rounds))
+          "%d rounds; %s" % (args.batch, args.steps, args.warmup, LR, args.samples, args.rounds,
+                              args.device))
     for name in args.models:
         m = MODELS[name]
         print("model %-7s %d inputs, %d hidden layers of %d, %d outputs: %s parameters"
@@ -387,8 +446,8 @@ def main():
                 print("%-7s %d rank%s  %s%s" % (name, n, "s" if n > 1 else " ",
                                                 "  ".join(parts), ratio), flush=True)
 
-    print("\n== worker / PyTorch DDP, samples/s, median of %d rounds (%s; %s)"
-          % (args.rounds, machine, date))
+    print("\n== worker / PyTorch DDP on %s, global batch %d, samples/s, median of %d rounds "
+          "(%s; %s)" % (args.device, args.batch, args.rounds, peer if cuda else machine, date))
     print("| model | ranks | worker samples/s | PyTorch DDP samples/s | ratio worker / PyTorch |")
     print("|---|---|---|---|---|")
     summary = []
@@ -403,7 +462,7 @@ def main():
                         "pytorch_samples_per_sec": med["pytorch"], "ratio": med["ratio"],
                         "rounds": {k: [round(x, 3) for x in v] for k, v in row.items()}})
     print(json.dumps({"event": "summary", "bench": "ddp", "machine": machine, "date": date,
-                      "global_batch": args.batch, "steps": args.steps, "warmup": args.warmup,
+                      "device": args.device, "peer": peer, "global_batch": args.batch, "steps": args.steps, "warmup": args.warmup,
                       "runs": summary}))
     for e in failed:
         print("FAIL: " + e)

@@ -186,7 +186,7 @@ int main(int argc, char **argv)
         memset(calls, 0, sizeof(calls));
         flops = 0.0;
         double t0 = clock_now_ms_precise();
-        if (wk_model_forward(&model, x, t, scale) < 0 || wk_model_backward(&model, 1) < 0 ||
+        if (wk_model_forward(&model, x, t, scale) < 0 || wk_model_backward(&model, 1, 0) < 0 ||
             ops.finish(ctx, NULL) < 0 || wk_model_sgd(&model, 0.01f) < 0) {
             fprintf(stderr, "bench_kernels: %s\n", ops.error(ctx));
             goto out;

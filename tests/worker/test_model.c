@@ -229,7 +229,7 @@ Test(model, gradients_match_finite_differences)
     struct fixture f;
     fixture_start(&f, &wk_backend_mpi, 64.0);
     loss_of(&f);
-    cr_assert_eq(wk_model_backward(&f.model, 1), 0);
+    cr_assert_eq(wk_model_backward(&f.model, 1, 0), 0);
     double exposed;
     cr_assert_eq(f.ops->finish(f.ctx, &exposed), 0);
     size_t n = f.layout.parameters;
@@ -267,7 +267,7 @@ Test(model, gradients_match_finite_differences)
 
     /* the same gradients without overlap */
     loss_of(&f);
-    cr_assert_eq(wk_model_backward(&f.model, 0), 0);
+    cr_assert_eq(wk_model_backward(&f.model, 0, 0), 0);
     cr_assert_eq(f.ops->finish(f.ctx, &exposed), 0);
     cr_assert_arr_eq(f.model.grads, grad, n * sizeof(float));
 
@@ -312,16 +312,18 @@ Test(model, overlap_hands_each_bucket_over_as_soon_as_its_layers_are_done)
     fixture_start(&f, &recording, 60.0);
     cr_assert_eq(f.layout.bucket_count, 3);
 
-    for (int overlap = 1; overlap >= 0; overlap--) {
+    for (int run = 0; run < 4; run++) {
+        int overlap = run < 2, with_loss = run % 2;
         loss_of(&f);
         gemms = calls = 0;
-        cr_assert_eq(wk_model_backward(&f.model, overlap), 0);
+        cr_assert_eq(wk_model_backward(&f.model, overlap, with_loss), 0);
         cr_assert_eq(calls, 3);
         /* backward: per layer dW (1 GEMM) then dx (1 GEMM, not for the first layer) */
         int want_gemms[3] = {1, 3, 5};
         for (int i = 0; i < 3; i++) {
             cr_assert_eq(call_bucket[i], i);
-            cr_assert_eq(call_count[i], f.layout.bucket[i].count);
+            /* a step that reports its loss sends loss_sum along with the output layer */
+            cr_assert_eq(call_count[i], f.layout.bucket[i].count + (i == 0 ? with_loss : 0));
             cr_assert_eq(call_gemms[i], overlap ? want_gemms[i] : 5, "overlap=%d bucket %d",
                          overlap, i);
         }

@@ -64,6 +64,10 @@ struct wk_ctx {
     cudaEvent_t ev_compute_done; /* timed */
     cudaEvent_t ev_comm_done;    /* timed */
     cudaEvent_t ev_order;        /* ordering only: compute after comm, for allreduce() */
+    int sms;                     /* multiprocessors: how many blocks fill the device */
+    /* bias_grad's per-chunk column sums, grown on demand (partial_cap floats). */
+    float *partial;
+    size_t partial_cap;
     char name[288]; /* device name (up to 256) and index */
     char err[ERR_LEN];
 };
@@ -74,6 +78,8 @@ constexpr int kThreads = 256;    /* block size of the elementwise kernels; a pow
 constexpr int kMaxBlocks = 4096; /* grid-stride loops cover the rest */
 constexpr int kColTile = 32;     /* bias_grad: columns per block (one warp across a row) */
 constexpr int kRowLanes = 16;    /* bias_grad: rows summed in parallel per block; a power of two */
+constexpr int kBlocksPerSm = 4;  /* bias_grad: row chunks are sized to give about this many */
+constexpr int kMaxChunks = 1024; /* bias_grad: at most this many row chunks */
 
 __attribute__((format(printf, 3, 4))) void set_err(char *buf, size_t len, const char *fmt, ...)
 {
@@ -172,12 +178,19 @@ unsigned grid_for(size_t n)
 
 /* ---- kernels ------------------------------------------------------------------------------ */
 
+/* The column of element i is tracked as i advances by the grid's stride: one 64-bit remainder
+ * per thread instead of one per element. */
 __global__ void bias_act_kernel(float *y, const float *bias, size_t total, int cols, int relu)
 {
     size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
-        float v = y[i] + bias[i % (size_t)cols];
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned c = (unsigned)(i % (size_t)cols), step = (unsigned)(stride % (size_t)cols);
+    for (; i < total; i += stride) {
+        float v = y[i] + bias[c];
         y[i] = relu && v < 0.0f ? 0.0f : v;
+        c += step;
+        if (c >= (unsigned)cols)
+            c -= (unsigned)cols;
     }
 }
 
@@ -189,17 +202,21 @@ __global__ void relu_backward_kernel(float *dy, const float *y, size_t n)
             dy[i] = 0.0f;
 }
 
-/* Column sums of a row-major [rows x cols] matrix. A block owns kColTile adjacent columns: each
- * of its kRowLanes thread rows sums every kRowLanes-th row (a warp reads one row's columns side
- * by side), then the lanes are added in shared memory. No atomics: the result is the same bits
- * on every run and every rank. */
-__global__ void bias_grad_kernel(float *db, const float *dy, int rows, int cols)
+/* Column sums of a row-major [rows x cols] matrix, in two passes so that a tall matrix with few
+ * columns (a large batch, a narrow layer) still spreads over the whole device. Pass one: block
+ * (x, y) owns kColTile adjacent columns of the rows in chunk y; each of its kRowLanes thread rows
+ * sums every kRowLanes-th row of the chunk (a warp reads one row's columns side by side), the
+ * lanes are added in shared memory, and the chunk's sums go to out[y * cols + c]. Pass two adds
+ * the chunks of each column in chunk order. No atomics: the same bits on every run. */
+__global__ void bias_grad_kernel(float *out, const float *dy, int rows, int cols, int chunk_rows)
 {
     __shared__ float part[kRowLanes][kColTile + 1];
     int c = blockIdx.x * kColTile + threadIdx.x;
+    int r0 = blockIdx.y * chunk_rows;
+    int r1 = rows - r0 < chunk_rows ? rows : r0 + chunk_rows;
     float s = 0.0f;
     if (c < cols)
-        for (int r = threadIdx.y; r < rows; r += kRowLanes)
+        for (int r = r0 + (int)threadIdx.y; r < r1; r += kRowLanes)
             s += dy[(size_t)r * (size_t)cols + (size_t)c];
     part[threadIdx.y][threadIdx.x] = s;
     __syncthreads();
@@ -209,7 +226,18 @@ __global__ void bias_grad_kernel(float *db, const float *dy, int rows, int cols)
         __syncthreads();
     }
     if (threadIdx.y == 0 && c < cols)
-        db[c] = part[0][threadIdx.x];
+        out[(size_t)blockIdx.y * (size_t)cols + (size_t)c] = part[0][threadIdx.x];
+}
+
+__global__ void chunk_sum_kernel(float *db, const float *partial, int chunks, int cols)
+{
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= cols)
+        return;
+    float s = 0.0f;
+    for (int k = 0; k < chunks; k++)
+        s += partial[(size_t)k * (size_t)cols + (size_t)c];
+    db[c] = s;
 }
 
 /* dy = scale * (y - t); each block adds its sum of squared differences to *loss_sum once. */
@@ -307,6 +335,8 @@ void fini(wk_ctx *ctx)
     }
     if (ctx->blas != NULL)
         (void)cublasDestroy(ctx->blas);
+    if (ctx->partial != NULL)
+        (void)cudaFree(ctx->partial);
     for (int i = 0; i < ctx->n_ready; i++)
         (void)cudaEventDestroy(ctx->ev_ready[i]);
     free(ctx->ev_ready);
@@ -337,6 +367,7 @@ int init_steps(wk_ctx *ctx, const wk_init *in)
     CUDA_TRY(ctx, op, "cudaGetDeviceProperties", cudaGetDeviceProperties(&prop, ctx->device));
     prop.name[sizeof(prop.name) - 1] = '\0';
     snprintf(ctx->name, sizeof(ctx->name), "%s (device %d)", prop.name, ctx->device);
+    ctx->sms = prop.multiProcessorCount > 0 ? prop.multiProcessorCount : 1;
 
     CUDA_TRY(ctx, op, "cudaStreamCreateWithFlags",
              cudaStreamCreateWithFlags(&ctx->compute, cudaStreamNonBlocking));
@@ -535,10 +566,41 @@ int bias_grad(wk_ctx *ctx, float *db, const float *dy, int rows, int cols)
         return invalid(ctx, "bias_grad", "negative dimension");
     if (cols == 0)
         return 0;
+    /* Enough row chunks for about kBlocksPerSm blocks per multiprocessor, each chunk a whole
+     * number of kRowLanes rows. */
+    int tiles = (cols + kColTile - 1) / kColTile;
+    int chunks = (kBlocksPerSm * ctx->sms + tiles - 1) / tiles;
+    int most = (rows + kRowLanes - 1) / kRowLanes;
+    chunks = chunks < most ? chunks : most;
+    chunks = chunks < kMaxChunks ? chunks : kMaxChunks;
+    chunks = chunks > 1 ? chunks : 1;
+    int chunk_rows = (rows + chunks - 1) / chunks;
+    chunk_rows = (chunk_rows + kRowLanes - 1) / kRowLanes * kRowLanes;
+    chunks = chunk_rows > 0 ? (rows + chunk_rows - 1) / chunk_rows : 1;
+    chunks = chunks > 1 ? chunks : 1;
+    float *out = db;
+    if (chunks > 1) {
+        size_t need = (size_t)chunks * (size_t)cols;
+        if (need > ctx->partial_cap) {
+            if (ctx->partial != NULL)
+                CUDA_TRY(ctx, "bias_grad", "cudaFree", cudaFree(ctx->partial));
+            ctx->partial = NULL;
+            ctx->partial_cap = 0;
+            CUDA_TRY(ctx, "bias_grad", "cudaMalloc",
+                     cudaMalloc((void **)&ctx->partial, need * sizeof(float)));
+            ctx->partial_cap = need;
+        }
+        out = ctx->partial;
+    }
     dim3 block(kColTile, kRowLanes);
-    dim3 grid((unsigned)((cols + kColTile - 1) / kColTile));
-    bias_grad_kernel<<<grid, block, 0, ctx->compute>>>(db, dy, rows, cols);
+    dim3 grid((unsigned)tiles, (unsigned)chunks);
+    bias_grad_kernel<<<grid, block, 0, ctx->compute>>>(out, dy, rows, cols, chunk_rows);
     LAUNCH_CHECK(ctx, "bias_grad");
+    if (chunks > 1) {
+        chunk_sum_kernel<<<(unsigned)((cols + kThreads - 1) / kThreads), kThreads, 0,
+                           ctx->compute>>>(db, ctx->partial, chunks, cols);
+        LAUNCH_CHECK(ctx, "bias_grad");
+    }
     return 0;
 }
 
