@@ -1281,7 +1281,7 @@ class Kubelet:
             why = runtime.available()
             if why:
                 raise ValueError("containers from images: " + why)
-            self.store = runtime.ImageStore(images, os.path.join(self.state_dir, "images"))
+            self.store = runtime.ImageStore(images, runtime.shared_cache_dir(images))
             self.runtime = runtime.Runtime(self.runc_root)
         self.proxy = None         # proxy.ServiceProxy once the bridge is up (needs iptables)
         self.node = node_name

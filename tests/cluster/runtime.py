@@ -42,6 +42,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 
 # The index's keys are made by scripts/images.py with the same rule a kubelet resolves by.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
@@ -99,6 +100,18 @@ class Image:
         return self.normalized.rsplit(":", 1)[0] + "@" + self.digest
 
 
+def shared_cache_dir(index_path):
+    """Where every cluster that runs the images of one index unpacks them: beside the index
+    (build/images/unpacked), so that an image is unpacked once per digest, not once per
+    cluster. Each container writes to an overlay of its own, never to the unpacked tree."""
+    return os.path.join(os.path.dirname(os.path.abspath(index_path)), "unpacked")
+
+
+# An unpacked image no longer in the index is removed once it is this old (seconds): a cluster
+# started before the images were rebuilt may still be running containers on it.
+STALE_UNPACK = 3600
+
+
 class ImageStore:
     """Images from the OCI archives listed in index.json ({normalized ref: {archive, digest}}),
     unpacked under cache_dir once per digest."""
@@ -118,6 +131,29 @@ class ImageStore:
             return {}
         except ValueError as e:
             raise PullError("the image index %s is not JSON: %s" % (self.index_path, e))
+
+    def pull_all(self):
+        """Unpacks every image of the index, as a node's image pre-pull does; returns the
+        references."""
+        refs = sorted(self._index())
+        for ref in refs:
+            self.pull(ref)
+        return refs
+
+    def _prune(self, keep):
+        """Removes unpacked images the index no longer names, once they are STALE_UNPACK old.
+        Called with the cache's lock held."""
+        wanted = {e.get("digest", "").replace(":", "_") for e in self._index().values()} | {keep}
+        now = time.time()
+        for name in os.listdir(self.cache_dir):
+            path = os.path.join(self.cache_dir, name)
+            if name.startswith(".") or name in wanted or not os.path.isdir(path):
+                continue
+            try:
+                if now - os.stat(path).st_mtime > STALE_UNPACK:
+                    shutil.rmtree(path, ignore_errors=True)
+            except OSError:
+                pass
 
     def pull(self, ref):
         """The Image for ref, unpacked on first use. PullError says why not, in the words a
@@ -162,6 +198,7 @@ class ImageStore:
                 with open(done + ".part", "w") as f:
                     json.dump({"digest": digest, "config": config.get("config") or {}}, f)
                 os.rename(done + ".part", done)
+                self._prune(os.path.basename(d))
         with open(done) as f:
             config = json.load(f)["config"]
         return Image(ref, normalized, digest, os.path.join(d, "bundle", "rootfs"), config)

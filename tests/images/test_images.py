@@ -131,15 +131,11 @@ class Images(unittest.TestCase):
         self.assertEqual(after["digest"], before["digest"], proc.stdout)
 
     def test_no_host_keys_in_the_worker_image(self):
-        store = runtime.ImageStore(INDEX, os.path.join(tempfile.gettempdir(), "mpijob-image-check"))
-        try:
-            image = store.pull(WORKER)
-            keys = [f for f in os.listdir(os.path.join(image.rootfs, "etc", "ssh")) if f.startswith("ssh_host_")]
-            self.assertEqual(keys, [], "host keys baked into the image are shared by every container")
-            self.assertTrue(os.path.islink(os.path.join(image.rootfs, "usr", "sbin", "sshd")))
-            self.assertTrue(os.path.exists(os.path.join(image.rootfs, "usr", "sbin", "sshd.real")))
-        finally:
-            shutil.rmtree(store.cache_dir, ignore_errors=True)
+        image = runtime.ImageStore(INDEX, runtime.shared_cache_dir(INDEX)).pull(WORKER)
+        keys = [f for f in os.listdir(os.path.join(image.rootfs, "etc", "ssh")) if f.startswith("ssh_host_")]
+        self.assertEqual(keys, [], "host keys baked into the image are shared by every container")
+        self.assertTrue(os.path.islink(os.path.join(image.rootfs, "usr", "sbin", "sshd")))
+        self.assertTrue(os.path.exists(os.path.join(image.rootfs, "usr", "sbin", "sshd.real")))
 
 
 def _pod(name, image=WORKER, command=None, args=None, **spec):
