@@ -171,7 +171,7 @@ rbac-proof: deps
 clean:
 	rm -rf build
 
--include $(shell find build -name '*.d' 2>/dev/null)
+-include $(shell find build -path build/images -prune -o -name '*.d' -type f -print 2>/dev/null)
 
 .PHONY: fuzz-deps bench-deps
 fuzz-deps:
