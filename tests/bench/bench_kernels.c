@@ -1,14 +1,16 @@
 /* Where a training step of the CPU backend spends its time: the model's forward pass, backward
- * pass and SGD update (worker/model.h) on train's default model, with every backend operation
- * timed through a table that wraps wk_backend_mpi's (one process, no MPI: the backend's
- * single-process context, so no communication is counted).
+ * pass and SGD update (worker/model.h) on train's default model or another shape, with every
+ * backend operation timed through a table that wraps wk_backend_mpi's (one process, no MPI: the
+ * backend's single-process context, so no communication is counted).
  *
  * Per operation: calls per step, milliseconds per step (median over the timed steps), and for
  * the GEMMs the rate in GFLOP/s (2mnk per call). The data are fixed pseudo-random numbers, the
  * weights those of `mpijob-worker train --seed 1`.
  *
- * Usage: bench_kernels [--batch N] [--steps N] [--threads N]
+ * Usage: bench_kernels [--batch N] [--steps N] [--threads N] [--hidden N] [--layers N]
  *   --batch   local batch (default 2048: train's benchmark batch on one rank)
+ *   --hidden, --layers  the hidden layers (default 256 and 3: train's default model; 1024 and 4
+ *             is bench_ddp.py's large one)
  *   --steps   timed steps, after 3 warm-up steps (default 30)
  *   --threads OpenBLAS threads (default 1, as train)
  * Exit status: 0; 1 when the backend fails; 2 for a bad command line. */
@@ -101,8 +103,10 @@ static int parse_int(const char *flag, const char *v, int lo, int hi, int *out)
 
 int main(int argc, char **argv)
 {
-    int batch = 2048, steps = 30, threads = 1;
+    int batch = 2048, steps = 30, threads = 1, hidden = 256, layers = 3;
     static const struct option opts[] = {{"batch", required_argument, NULL, 'b'},
+                                         {"hidden", required_argument, NULL, 'H'},
+                                         {"layers", required_argument, NULL, 'L'},
                                          {"steps", required_argument, NULL, 's'},
                                          {"threads", required_argument, NULL, 't'},
                                          {"help", no_argument, NULL, 'h'},
@@ -113,8 +117,11 @@ int main(int argc, char **argv)
         case 'b': bad = parse_int("--batch", optarg, 1, 1 << 20, &batch); break;
         case 's': bad = parse_int("--steps", optarg, 1, 100000, &steps); break;
         case 't': bad = parse_int("--threads", optarg, 1, 1024, &threads); break;
+        case 'H': bad = parse_int("--hidden", optarg, 1, 8192, &hidden); break;
+        case 'L': bad = parse_int("--layers", optarg, 1, 64, &layers); break;
         case 'h':
-            printf("Usage: bench_kernels [--batch N] [--steps N] [--threads N]\n");
+            printf("Usage: bench_kernels [--batch N] [--steps N] [--threads N] [--hidden N] "
+                   "[--layers N]\n");
             return 0;
         default: return 2;
         }
@@ -144,8 +151,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_kernels: backend init: %s\n", why);
         return 1;
     }
-    /* train's default model */
-    struct wk_model_shape shape = {.input = 128, .hidden = 256, .layers = 3, .output = 8};
+    struct wk_model_shape shape = {.input = 128, .hidden = hidden, .layers = layers, .output = 8};
     struct wk_layout layout;
     struct wk_model model;
     int status = 1;
@@ -200,8 +206,7 @@ int main(int argc, char **argv)
         step_flops = flops;
     }
 
-    printf("bench_kernels: train's default model (128-256x3-8), local batch %d, %s, %d timed "
-           "steps\n",
+    printf("bench_kernels: model 128-%dx%d-8, local batch %d, %s, %d timed steps\n", hidden, layers,
            batch, ops.device(ctx), steps);
     printf("%-14s %6s %10s %8s\n", "op", "calls", "ms/step", "GFLOP/s");
     cJSON *sum = cJSON_CreateObject(), *list = cJSON_AddArrayToObject(sum, "ops");
