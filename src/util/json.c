@@ -1,6 +1,7 @@
 #include "util/json.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Copies the next member name of a dotted path into part and advances *p past it.
@@ -197,4 +198,16 @@ int json_env_append(cJSON *env, const char *name, const char *value)
         return rc;
     }
     return json_append(env, e);
+}
+
+int json_print_line(FILE *f, const cJSON *obj)
+{
+    char *text = obj != NULL ? cJSON_PrintUnformatted(obj) : NULL;
+    if (text == NULL)
+        return -ENOMEM;
+    fputs(text, f);
+    fputc('\n', f);
+    fflush(f);
+    free(text);
+    return 0;
 }

@@ -4,6 +4,7 @@
 
 #include <cjson/cJSON.h>
 #include <stdbool.h>
+#include <stdio.h>
 
 /* Follows a dotted path of object members ("metadata.name"); NULL when any step is missing. */
 cJSON *json_path(const cJSON *root, const char *dotted);
@@ -35,6 +36,10 @@ int json_append_string(cJSON *array, const char *value);
 int json_child(cJSON *obj, const char *name, bool want_array, cJSON **out);
 /* *empty: obj[name] is absent, null or an empty array; -EINVAL when it is anything else. */
 int json_array_is_empty(const cJSON *obj, const char *name, bool *empty);
+
+/* Writes obj as one line of JSON to f and flushes f: the JSON-lines output of the worker and the
+ * benchmarks. 0, or -ENOMEM when it cannot be printed (nothing is written then). */
+int json_print_line(FILE *f, const cJSON *obj);
 
 /* Kubernetes EnvVar lists ([{"name": ..., "value": ...}, ...]). */
 

@@ -18,6 +18,7 @@
 #include <cjson/cJSON.h>
 
 #include "util/clock.h"
+#include "util/json.h"
 #include "worker/bench_check.h"
 #include "worker/commands.h"
 #include "worker/diag.h"
@@ -334,15 +335,10 @@ static void print_summary(const struct wk_session *s, const struct bench_config 
     }
     cJSON_AddNumberToObject(root, "wrong_total", (double)wrong_total);
     cJSON_AddNumberToObject(root, "avg_busbw_gbs", rounded(n ? busbw_sum / n : 0.0));
-    char *text = cJSON_PrintUnformatted(root);
     printf("# wrong elements: %llu\n# average bus bandwidth: %.3f GB/s\n", wrong_total,
            n ? busbw_sum / n : 0.0);
-    if (text != NULL)
-        printf("%s\n", text);
-    else
+    if (json_print_line(stdout, root) < 0)
         wk_error("bench", "out of memory writing the summary");
-    fflush(stdout);
-    free(text);
     cJSON_Delete(root);
 }
 

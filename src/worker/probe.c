@@ -15,6 +15,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "util/json.h"
 #include "worker/commands.h"
 #include "worker/diag.h"
 #include "worker/rdma.h"
@@ -290,14 +291,10 @@ int wk_probe_main(int argc, char **argv)
 
     if (f.json) {
         cJSON *obj = to_json(devs, n > 0 ? n : 0, &s, &host, ok ? NULL : error);
-        char *text = obj ? cJSON_PrintUnformatted(obj) : NULL;
-        if (text == NULL) {
+        if (json_print_line(stdout, obj) < 0) {
             wk_error("probe", "out of memory");
             status = 1;
-        } else {
-            printf("%s\n", text);
         }
-        free(text);
         cJSON_Delete(obj);
     } else {
         if (n > 0) {

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "util/clock.h"
+#include "util/json.h"
 #include "worker/backend.h"
 #include "worker/commands.h"
 #include "worker/data.h"
@@ -50,13 +51,7 @@ struct interval {
 
 static void emit(cJSON *obj)
 {
-    char *text = cJSON_PrintUnformatted(obj);
-    if (text != NULL) {
-        fputs(text, stdout);
-        fputc('\n', stdout);
-        fflush(stdout);
-    }
-    free(text);
+    (void)json_print_line(stdout, obj);
     cJSON_Delete(obj);
 }
 

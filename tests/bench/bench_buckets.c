@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "util/clock.h"
+#include "util/json.h"
 #include "worker/backend.h"
 #include "worker/model.h"
 
@@ -329,11 +330,7 @@ static void print_summary(const struct bench *b, cJSON *cases, int ok)
     cJSON_AddNumberToObject(o, "wrong_elements", (double)b->wrong);
     cJSON_AddBoolToObject(o, "ok", ok);
     cJSON_AddItemToObject(o, "cases", cases);
-    char *text = cJSON_PrintUnformatted(o);
-    if (text != NULL)
-        printf("%s\n", text);
-    fflush(stdout);
-    free(text);
+    json_print_line(stdout, o);
     cJSON_Delete(o);
 }
 

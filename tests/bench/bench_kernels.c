@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "util/clock.h"
+#include "util/json.h"
 #include "worker/backend.h"
 #include "worker/model.h"
 
@@ -231,10 +232,7 @@ int main(int argc, char **argv)
     printf("%-14s %6s %10.3f  (%.0f samples/s)\n", "step", "", step_ms,
            step_ms > 0 ? batch / (step_ms / 1e3) : 0.0);
     cJSON_AddNumberToObject(sum, "step_ms", step_ms);
-    char *text = cJSON_PrintUnformatted(sum);
-    if (text != NULL)
-        printf("%s\n", text);
-    free(text);
+    json_print_line(stdout, sum);
     cJSON_Delete(sum);
     status = 0;
 out:

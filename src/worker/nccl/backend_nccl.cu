@@ -560,38 +560,52 @@ int relu_backward(wk_ctx *ctx, float *dy, const float *y, size_t n)
     return 0;
 }
 
+/* bias_grad's rows per chunk: enough chunks for about kBlocksPerSm blocks per multiprocessor
+ * (at most kMaxChunks), each a whole number of kRowLanes rows. */
+int bias_grad_chunk_rows(int rows, int cols, int sms)
+{
+    int tiles = (cols + kColTile - 1) / kColTile;
+    int chunks = (kBlocksPerSm * sms + tiles - 1) / tiles;
+    chunks = chunks < kMaxChunks ? chunks : kMaxChunks;
+    int per = (rows + chunks - 1) / chunks;
+    per = (per + kRowLanes - 1) / kRowLanes * kRowLanes;
+    return per > kRowLanes ? per : kRowLanes;
+}
+
+/* Makes ctx->partial hold at least n floats (grown, never shrunk). */
+int partial_space(wk_ctx *ctx, size_t n)
+{
+    if (n <= ctx->partial_cap)
+        return 0;
+    if (ctx->partial != NULL) {
+        /* cudaFree waits for the kernels that may still read the old buffer. */
+        cudaError_t e = cudaFree(ctx->partial);
+        ctx->partial = NULL;
+        ctx->partial_cap = 0;
+        if (e != cudaSuccess)
+            return cuda_fail(ctx, "bias_grad", "cudaFree", e);
+    }
+    CUDA_TRY(ctx, "bias_grad", "cudaMalloc", cudaMalloc((void **)&ctx->partial, n * sizeof(float)));
+    ctx->partial_cap = n;
+    return 0;
+}
+
 int bias_grad(wk_ctx *ctx, float *db, const float *dy, int rows, int cols)
 {
     if (rows < 0 || cols < 0)
         return invalid(ctx, "bias_grad", "negative dimension");
     if (cols == 0)
         return 0;
-    /* Enough row chunks for about kBlocksPerSm blocks per multiprocessor, each chunk a whole
-     * number of kRowLanes rows. */
-    int tiles = (cols + kColTile - 1) / kColTile;
-    int chunks = (kBlocksPerSm * ctx->sms + tiles - 1) / tiles;
-    int most = (rows + kRowLanes - 1) / kRowLanes;
-    chunks = chunks < most ? chunks : most;
-    chunks = chunks < kMaxChunks ? chunks : kMaxChunks;
-    chunks = chunks > 1 ? chunks : 1;
-    int chunk_rows = (rows + chunks - 1) / chunks;
-    chunk_rows = (chunk_rows + kRowLanes - 1) / kRowLanes * kRowLanes;
-    chunks = chunk_rows > 0 ? (rows + chunk_rows - 1) / chunk_rows : 1;
-    chunks = chunks > 1 ? chunks : 1;
+    int chunk_rows = bias_grad_chunk_rows(rows, cols, ctx->sms);
+    int chunks = rows > 0 ? (rows + chunk_rows - 1) / chunk_rows : 1;
     float *out = db;
     if (chunks > 1) {
-        size_t need = (size_t)chunks * (size_t)cols;
-        if (need > ctx->partial_cap) {
-            if (ctx->partial != NULL)
-                CUDA_TRY(ctx, "bias_grad", "cudaFree", cudaFree(ctx->partial));
-            ctx->partial = NULL;
-            ctx->partial_cap = 0;
-            CUDA_TRY(ctx, "bias_grad", "cudaMalloc",
-                     cudaMalloc((void **)&ctx->partial, need * sizeof(float)));
-            ctx->partial_cap = need;
-        }
+        int rc = partial_space(ctx, (size_t)chunks * (size_t)cols);
+        if (rc < 0)
+            return rc;
         out = ctx->partial;
     }
+    int tiles = (cols + kColTile - 1) / kColTile;
     dim3 block(kColTile, kRowLanes);
     dim3 grid((unsigned)tiles, (unsigned)chunks);
     bias_grad_kernel<<<grid, block, 0, ctx->compute>>>(out, dy, rows, cols, chunk_rows);
