@@ -5,7 +5,7 @@
  * (--threads); the element-wise ops are plain loops.
  * Communication of gradient buckets runs on a dedicated thread fed by a queue: bucket_ready
  * enqueues, the thread calls MPI_Allreduce on each bucket in order on a duplicate of the
- * caller's communicator (so the main thread's own collectives, such as the loss allreduce,
+ * caller's communicator (so the main thread's own collectives, such as bench's allreduces,
  * never interleave with the buckets'), and finish() waits for the queue to drain.
  *
  * Without MPI: init with in->mpi_comm == NULL gives a single-process context. No thread is
