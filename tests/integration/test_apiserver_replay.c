@@ -12,6 +12,7 @@
 
 #include "support/apiserver.h"
 #include "support/command.h"
+#include "support/sanitizer.h"
 
 static const char *str_item(const cJSON *obj, const char *key)
 {
@@ -66,6 +67,50 @@ Test(apiserver, starts_and_stops_cleanly, .timeout = 60)
     cr_assert_eq(kill(pid, 0), -1, "server process %d must be gone", pid);
     cr_assert_eq(kill(-pid, 0), -1, "no process of group %d may survive", pid);
     test_apiserver_stop(&s); /* twice is harmless */
+}
+
+/* A test that leaves by cr_skip_test, after its suite's .init started a server, ends its process
+ * without the suite's .fini: only exit handlers run. The server and its state directory must go
+ * all the same. A child process plays that test: it starts a server and exits without stopping
+ * it. */
+Test(apiserver, a_process_that_exits_without_stop_leaves_nothing, .timeout = 90)
+{
+    int fds[2];
+    cr_assert_eq(pipe(fds), 0);
+    pid_t child = fork();
+    cr_assert_geq(child, 0);
+    if (child == 0) {
+        close(fds[0]);
+        struct test_apiserver s;
+        char line[300] = "";
+        if (test_apiserver_start(&s) == 0)
+            snprintf(line, sizeof(line), "%d %s\n", s.pid, s.dir);
+        ssize_t w = write(fds[1], line, strlen(line));
+        (void)w;
+        close(fds[1]);
+        test_no_leak_check_at_exit();
+        exit(line[0] ? 0 : 1);
+    }
+    close(fds[1]);
+    char line[300] = {0};
+    size_t got = 0;
+    for (ssize_t r; got < sizeof(line) - 1 && (r = read(fds[0], line + got, sizeof(line) - 1 - got)) != 0;) {
+        if (r < 0 && errno == EINTR)
+            continue;
+        cr_assert_gt(r, 0, "read: %s", strerror(errno));
+        got += (size_t)r;
+    }
+    close(fds[0]);
+    int status = 0;
+    cr_assert_eq(waitpid(child, &status, 0), child);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child could not start a server (status %d)",
+              status);
+    int pid = 0;
+    char dir[256] = "";
+    cr_assert_eq(sscanf(line, "%d %255s", &pid, dir), 2, "child said: %s", line);
+    struct stat st;
+    cr_assert_neq(stat(dir, &st), 0, "state directory %s must be removed at exit", dir);
+    cr_assert_eq(kill(-pid, 0), -1, "no process of group %d may survive", pid);
 }
 
 Test(apiserver, fail_next_fails_exactly_one_request, .timeout = 60)

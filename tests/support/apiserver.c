@@ -161,10 +161,10 @@ static void reap(int pid, long grace_ms)
 }
 
 /* The process ids listed in <dir>/pid (at most max). */
-static int read_pids(const struct test_apiserver *s, int *pids, int max)
+static int read_pids(const char *dir, int *pids, int max)
 {
     char path[300];
-    snprintf(path, sizeof(path), "%s/pid", s->dir);
+    snprintf(path, sizeof(path), "%s/pid", dir);
     char *text = slurp(path);
     int n = 0;
     char *save = NULL;
@@ -176,6 +176,8 @@ static int read_pids(const struct test_apiserver *s, int *pids, int max)
     free(text);
     return n;
 }
+
+static void track(const char *dir, int pid);
 
 static int start_with(struct test_apiserver *s, const char *extra_arg, const char *rbac_file, long long timeout_ms)
 {
@@ -246,6 +248,7 @@ static int start_with(struct test_apiserver *s, const char *extra_arg, const cha
         _exit(127);
     }
     s->pid = (int)pid;
+    track(s->dir, s->pid);
 
     char ready[300];
     snprintf(ready, sizeof(ready), "%s/ready", s->dir);
@@ -289,21 +292,83 @@ static int start_with(struct test_apiserver *s, const char *extra_arg, const cha
     return 0;
 }
 
-void test_apiserver_stop(struct test_apiserver *s)
+/* Stops the launcher pid (0: none) and what it started, and removes its state directory. */
+static void stop_server(int pid, const char *dir)
 {
-    if (s->pid > 0) {
+    if (pid > 0) {
         int pids[8];
-        int n = read_pids(s, pids, 8);
+        int n = read_pids(dir, pids, 8);
         /* The launcher stops what it started, in order (kube-apiserver before its etcd). */
-        kill_group(s->pid, SIGTERM);
-        reap(s->pid, STOP_GRACE_MS);
+        kill_group(pid, SIGTERM);
+        reap(pid, STOP_GRACE_MS);
         /* Whatever it started and left behind (it was killed, or ran out of time) goes now. */
         for (int i = 0; i < n; i++)
-            if (pids[i] != s->pid && kill(pids[i], 0) == 0)
+            if (pids[i] != pid && kill(pids[i], 0) == 0)
                 kill(pids[i], SIGKILL);
-        s->pid = 0;
     }
-    remove_tree(s->dir);
+    remove_tree(dir);
+}
+
+/* Servers started and not yet stopped, by copy (a test's struct may live on its stack). A test
+ * that ends by cr_skip_test leaves the process without running its suite's .fini, and exit
+ * handlers are all that runs then: without this, every skipped test that had started a server
+ * in .init left its state directory (a real etcd's is about 60 MB) in /tmp. Only the process that
+ * started a server stops it at exit, not a child forked from it. */
+#define MAX_LIVE 16
+static struct live_server {
+    pid_t owner; /* the process that started it: a forked child's exit must not stop it */
+    int pid;
+    char dir[sizeof(((struct test_apiserver *)0)->dir)];
+} live[MAX_LIVE];
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t live_once = PTHREAD_ONCE_INIT;
+
+static void stop_live_servers(void)
+{
+    pthread_mutex_lock(&live_lock);
+    for (int i = 0; i < MAX_LIVE; i++)
+        if (live[i].dir[0] && live[i].owner == getpid()) {
+            stop_server(live[i].pid, live[i].dir);
+            live[i].dir[0] = 0;
+        }
+    pthread_mutex_unlock(&live_lock);
+}
+
+static void live_once_init(void) { atexit(stop_live_servers); }
+
+/* Records (or, with pid -1, forgets) the server whose state directory is dir. */
+static void track(const char *dir, int pid)
+{
+    pthread_once(&live_once, live_once_init);
+    pthread_mutex_lock(&live_lock);
+    int slot = -1;
+    for (int i = 0; i < MAX_LIVE; i++) {
+        if (live[i].dir[0] && strcmp(live[i].dir, dir) == 0) {
+            slot = i;
+            break;
+        }
+        if (!live[i].dir[0] && slot < 0)
+            slot = i;
+    }
+    if (slot >= 0) {
+        if (pid < 0) {
+            if (strcmp(live[slot].dir, dir) == 0)
+                live[slot].dir[0] = 0;
+        } else {
+            live[slot].owner = getpid();
+            live[slot].pid = pid;
+            snprintf(live[slot].dir, sizeof(live[slot].dir), "%s", dir);
+        }
+    }
+    pthread_mutex_unlock(&live_lock);
+}
+
+void test_apiserver_stop(struct test_apiserver *s)
+{
+    if (s->dir[0])
+        track(s->dir, -1);
+    stop_server(s->pid, s->dir);
+    s->pid = 0;
     s->dir[0] = 0;
     s->port = 0;
 }
