@@ -21,6 +21,7 @@
 #include "worker/commands.h"
 #include "worker/data.h"
 #include "worker/diag.h"
+#include "worker/export.h"
 #include "worker/model.h"
 #include "worker/rdma.h"
 #include "worker/session.h"
@@ -362,6 +363,26 @@ int wk_train_main(int argc, char **argv)
         if (print)
             wk_usage_error("train", wk_train_usage, "%s", msg);
         return 2;
+    }
+
+    if (r.args.export_dir != NULL) {
+        /* Written by one process: under mpirun, by the launcher's rank 0 alone. The problem is
+         * the whole global batch, as one rank would hold it. */
+        if (!print)
+            return 0;
+        if (wk_train_args_check_size(&r.args, 1, NULL, msg, sizeof(msg)) < 0 ||
+            wk_export_problem(&r.args, msg, sizeof(msg)) < 0) {
+            wk_error("train", "--export %s: %s", r.args.export_dir, msg);
+            return 1;
+        }
+        cJSON *o = cJSON_CreateObject();
+        if (o != NULL) {
+            cJSON_AddStringToObject(o, "event", "export");
+            cJSON_AddStringToObject(o, "dir", r.args.export_dir);
+            json_print_line(stdout, o);
+            cJSON_Delete(o);
+        }
+        return 0;
     }
 
     if (wk_session_start(&r.session, &argc, &argv) < 0) {

@@ -19,6 +19,7 @@ enum flag_kind {
     FLAG_CLEAR,     /* no value: sets the int to 0 */
     FLAG_BACKEND,   /* auto | nccl | mpi */
     FLAG_REQUIRE,   /* rdma */
+    FLAG_PATH,      /* a path, kept as the argument's own string; the "" default: NULL */
 };
 
 struct flag {
@@ -61,6 +62,9 @@ static const struct flag flags[] = {
      WK_TRAIN_MAX_THREADS},
     {"require", "rdma", "", "fail unless an RDMA device is usable (also when "
      "MPIJOB_TRANSPORT=RDMA or NCCL_NET=IB)", FLAG_REQUIRE, AT(require_rdma), 0, 0},
+    {"export", "DIR", "", "do not train: write the initial weights and the data of every step "
+     "to DIR as float32 files with problem.json describing them (no MPI; for training the same "
+     "problem elsewhere)", FLAG_PATH, AT(export_dir), 0, 0},
 };
 
 #define FLAG_COUNT (sizeof(flags) / sizeof(flags[0]))
@@ -178,6 +182,9 @@ static int parse_value(const struct flag *f, const char *v, struct wk_train_args
         return 0;
     case FLAG_CLEAR:
         *(int *)dst = 0;
+        return 0;
+    case FLAG_PATH: /* empty only as the default: the parser refuses empty values */
+        *(const char **)dst = v[0] == '\0' ? NULL : v;
         return 0;
     }
     return -EINVAL;

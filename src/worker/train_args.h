@@ -27,6 +27,7 @@ struct wk_train_args {
     uint64_t seed;
     int require_rdma;        /* --require rdma */
     int threads;             /* OpenBLAS threads per rank (mpi backend) */
+    const char *export_dir;  /* --export: write the problem there and stop; NULL: train */
 };
 
 /* Fills a with the defaults, then the flags in argv[1..argc-1] (argv[0] is the command name).

@@ -2,8 +2,9 @@
 """mpijob-worker against PyTorch DistributedDataParallel on the same model, CPU or GPU.
 
 Both sides train the same multi-layer perceptron (ReLU hidden layers, linear output, mean
-squared error, plain SGD) on synthetic data with the same global batch, steps, warm-up and
-ranks, one compute thread per rank:
+squared error, plain SGD) from the same initial weights on the same synthetic data (the worker's,
+written by `mpijob-worker train --export`), with the same global batch, steps, warm-up and
+ranks, one compute thread per rank, so their losses agree up to float rounding (printed):
   - worker:  mpirun --allow-run-as-root --oversubscribe -np N --bind-to none
              build/bin/mpijob-worker train --backend mpi ... (--threads 1 when train has it);
   - PyTorch: N processes (torch.multiprocessing), gloo over loopback (file:// rendezvous,
@@ -133,6 +134,31 @@ def sgemm_gflops(torch, n=1024, reps=5):
     return 2.0 * n ** 3 / best / 1e9
 
 
+# ---- the problem both sides train ----------------------------------------------------------
+
+def export_problem(worker, m, args, directory):
+    """The worker writes its initial weights and data (train --export); returns problem.json."""
+    cmd = [worker, "train", "--input", str(m["input"]), "--hidden", str(m["hidden"]),
+           "--layers", str(m["layers"]), "--output", str(m["output"]),
+           "--batch", str(args.batch), "--steps", str(args.steps), "--lr", str(LR),
+           "--samples", str(args.samples), "--seed", str(SEED), "--export", directory]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError("%s: exit %d: %s" % (" ".join(cmd), p.returncode, p.stderr.strip()))
+    with open(os.path.join(directory, "problem.json")) as f:
+        prob = json.load(f)
+    prob["dir"] = directory
+    return prob
+
+
+def problem_floats(prob, name):
+    """One of the problem's float32 arrays, flat."""
+    import torch
+    with open(os.path.join(prob["dir"], prob["files"][name]), "rb") as f:
+        data = bytearray(f.read())
+    return torch.frombuffer(data, dtype=torch.float32)
+
+
 # ---- one PyTorch run ------------------------------------------------------------------------
 
 def torch_rank(rank, world, init_file, cfg, results):
@@ -160,25 +186,28 @@ def torch_rank(rank, world, init_file, cfg, results):
                             rank=rank, world_size=world)
     m, batch, steps, warmup = cfg["model"], cfg["batch"], cfg["steps"], cfg["warmup"]
     local = batch // world
-    slots = cfg["samples"] // world // local
 
-    # Data: this rank's shard, and targets from a fixed random teacher (64 tanh units) as the
-    # worker does; only the shapes matter for the timing.
-    g = torch.Generator().manual_seed(1000 + rank)
-    x = torch.rand(slots, local, m["input"], generator=g) * 2 - 1
-    t = torch.Generator().manual_seed(7)
-    w1 = (torch.rand(64, m["input"], generator=t) * 2 - 1) * (3.0 / m["input"]) ** 0.5
-    w2 = (torch.rand(m["output"], 64, generator=t) * 2 - 1) * (3.0 / 64) ** 0.5
-    with torch.no_grad():
-        y = torch.tanh(x @ w1.t()) @ w2.t()
-    x, y = x.to(dev), y.to(dev)
+    # The worker's own problem (train --export): its initial weights, and the global batch of
+    # every distinct step, of which this rank takes its contiguous slice, as the worker's ranks do.
+    prob = cfg["problem"]
+    windows = prob["windows"]
+    x = problem_floats(prob, "x").view(windows, batch, m["input"])
+    y = problem_floats(prob, "y").view(windows, batch, m["output"])
+    x = x[:, rank * local:(rank + 1) * local].contiguous().to(dev)
+    y = y[:, rank * local:(rank + 1) * local].contiguous().to(dev)
+    params = problem_floats(prob, "params")
 
-    torch.manual_seed(SEED)  # the same initial weights everywhere (DDP broadcasts rank 0's)
     layers, width = [], m["input"]
     for _ in range(m["layers"]):
         layers += [torch.nn.Linear(width, m["hidden"]), torch.nn.ReLU()]
         width = m["hidden"]
     layers.append(torch.nn.Linear(width, m["output"]))
+    linears = [mod for mod in layers if isinstance(mod, torch.nn.Linear)]
+    with torch.no_grad():
+        for mod, spec in zip(linears, prob["layer"]):
+            w, b = spec["weight_offset"], spec["bias_offset"]
+            mod.weight.copy_(params[w:w + spec["in"] * spec["out"]].view(spec["out"], spec["in"]))
+            mod.bias.copy_(params[b:b + spec["out"]])
     model = DistributedDataParallel(torch.nn.Sequential(*layers).to(dev), bucket_cap_mb=25,
                                     gradient_as_bucket_view=True,
                                     device_ids=[dev.index] if cuda else None)
@@ -188,7 +217,7 @@ def torch_rank(rank, world, init_file, cfg, results):
         opt.zero_grad()
         # Mean over the local batch and outputs, averaged over the ranks by DDP: the mean over
         # the global batch, as the worker's loss.
-        loss = F.mse_loss(model(x[s % slots]), y[s % slots])
+        loss = F.mse_loss(model(x[s % windows]), y[s % windows])
         loss.backward()
         opt.step()
         return loss.detach()
@@ -227,11 +256,10 @@ def hosts_per_rank(ranks, args):
     return ranks > torch.cuda.device_count()
 
 
-def run_torch(m, ranks, args):
+def run_torch(m, ranks, args, prob):
     import torch.multiprocessing as mp
     cfg = {"model": m, "batch": args.batch, "steps": args.steps, "warmup": args.warmup,
-           "samples": args.samples, "device": args.device,
-           "hosts": hosts_per_rank(ranks, args)}
+           "device": args.device, "hosts": hosts_per_rank(ranks, args), "problem": prob}
     tmp = tempfile.mkdtemp(prefix="mpijob-bench-ddp.")
     ctx = mp.get_context("spawn")
     results = ctx.SimpleQueue()
@@ -408,7 +436,26 @@ def main():
           + " ".join(worker_command("build/bin/mpijob-worker", MODELS[args.models[0]],
                                     1, args, threads)))
 
+    # Both sides train the same problem: the worker's initial weights and data, exported once.
+    work = tempfile.mkdtemp(prefix="mpijob-bench-ddp-problem.")
+    try:
+        problems = {name: export_problem(args.worker, MODELS[name], args, os.path.join(work, name))
+                    for name in args.models}
+    except RuntimeError as e:
+        shutil.rmtree(work, ignore_errors=True)
+        print("cannot measure: the worker did not export the problem: %s" % e)
+        return 2
+    try:
+        return compare(args, problems, threads, peer, machine, date)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def compare(args, problems, threads, peer, machine, date):
+    """The rounds, the table and the summary line; the exit status."""
+    cuda = args.device == "cuda"
     runs = {}  # (model, ranks) -> {"worker": [...], "pytorch": [...], "ratio": [...]}
+    losses_seen = {}  # (model, ranks) -> {"worker": [...], "pytorch": [...]}: the last step's
     failed = []
     for rnd in range(1, args.rounds + 1):
         print("\n== round %d of %d (load %s)" % (rnd, args.rounds, load()))
@@ -421,12 +468,13 @@ def main():
                     if side == "worker":
                         r = run_worker(worker_command(args.worker, m, n, args, threads), args)
                     else:
-                        r = run_torch(m, n, args)
+                        r = run_torch(m, n, args, problems[name])
                     if "refuse" in r:
                         print("refusing to report: " + r["refuse"])
                         return 2
                     got[side] = r
                 row = runs.setdefault((name, n), {"worker": [], "pytorch": [], "ratio": []})
+                losses = losses_seen.setdefault((name, n), {"worker": [], "pytorch": []})
                 parts = []
                 for side in ("worker", "pytorch"):
                     r = got[side]
@@ -435,6 +483,7 @@ def main():
                         parts.append("%s FAILED: %s" % (side, r["error"]))
                         continue
                     row[side].append(r["samples_per_sec"])
+                    losses[side].append(r["loss_last"])
                     parts.append("%s %9s samples/s (%5.1f s, loss %.3g -> %.3g)"
                                  % (side, fmt(r["samples_per_sec"]), r["wall_s"],
                                     r["loss_first"], r["loss_last"]))
@@ -461,6 +510,17 @@ def main():
                         "worker_samples_per_sec": med["worker"],
                         "pytorch_samples_per_sec": med["pytorch"], "ratio": med["ratio"],
                         "rounds": {k: [round(x, 3) for x in v] for k, v in row.items()}})
+    # The same problem on both sides: the losses must agree, up to float rounding (the sums
+    # run in another order) compounded over the steps.
+    print("\nloss at the last step, worker / PyTorch (the same weights and data on both sides):")
+    for (name, n), seen in losses_seen.items():
+        if seen["worker"] and seen["pytorch"]:
+            w, t = seen["worker"][-1], seen["pytorch"][-1]
+            print("  %-7s %d rank%s  %.7g / %.7g  (relative difference %.1e)"
+                  % (name, n, "s" if n > 1 else " ", w, t, abs(w - t) / max(abs(t), 1e-30)))
+    for item in summary:
+        seen = losses_seen.get((item["model"], item["ranks"]), {})
+        item["loss_last"] = {k: (v[-1] if v else None) for k, v in seen.items()}
     print(json.dumps({"event": "summary", "bench": "ddp", "machine": machine, "date": date,
                       "device": args.device, "peer": peer, "global_batch": args.batch, "steps": args.steps, "warmup": args.warmup,
                       "runs": summary}))
