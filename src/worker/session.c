@@ -242,8 +242,17 @@ void wk_session_end(struct wk_session *s)
     if (s->mpi_started) {
         int finalized = 0;
         MPI_Finalized(&finalized);
-        if (!finalized)
+        if (!finalized) {
+            /* Every rank reaches MPI_Finalize at the same time. With MPICH 4.0 over UCX's TCP
+             * transport (Debian 12's MPICH), a rank that gets there first closes its endpoints
+             * and then waits in the process manager's barrier without driving UCX; the later
+             * rank's endpoint close needs that progress, and both wait for ever (2 ranks in 2
+             * pods: about 1 job in 7 hung so, its training done). Finalize waits for every rank
+             * anyway, so this barrier costs nothing. */
+            if (world != MPI_COMM_NULL)
+                MPI_Barrier(world);
             MPI_Finalize();
+        }
         s->mpi_started = 0;
     }
 }

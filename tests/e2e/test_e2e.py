@@ -24,6 +24,17 @@ from harness import ROOT, LocalCluster, control_plane_assets, missing  # noqa: E
 TIMEOUT = 120
 
 
+def mpi_processes():
+    """The processes of MPI jobs still alive on this machine (every container's are host
+    processes here): what a job that does not end is waiting on."""
+    import subprocess
+    r = subprocess.run(["ps", "-eo", "pid,ppid,stat,etimes,wchan:24,args"], capture_output=True,
+                       text=True)
+    keep = ("mpirun", "mpiexec", "hydra", "orted", "prted", "mpijob-worker", "ssh ")
+    return "\n".join(line[:300] for line in r.stdout.splitlines()
+                     if any(k in line for k in keep)) or "(none)"
+
+
 def job(name, launcher_cmd, workers=2, run_policy=None, transport="TCP"):
     return {
         "apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": name},
@@ -86,9 +97,22 @@ class EndToEnd(unittest.TestCase):
             if state in states:
                 return j
             time.sleep(0.5)
-        self.fail("mpijob %s/%s never reached %s; status: %s\nlauncher log:\n%s\noperator log tail:\n%s" % (
-            ns, name, states, json.dumps((j or {}).get("status"))[:2000], self.launcher_log(ns, name)[-3000:],
-            self.tail(os.path.join(self.work, "operator.log"))))
+        self.fail("mpijob %s/%s never reached %s; status: %s\nlauncher log:\n%s\npods:\n%s\n"
+                  "MPI processes on this machine:\n%s\noperator log tail:\n%s" % (
+                      ns, name, states, json.dumps((j or {}).get("status"))[:2000],
+                      self.launcher_log(ns, name)[-3000:], self.pod_states(ns),
+                      mpi_processes(), self.tail(os.path.join(self.work, "operator.log"))))
+
+    def pod_states(self, ns):
+        """A line per pod of the namespace: phase and each container's state."""
+        r = self.kubectl("get", "pods", "-n", ns, "-o", "json", check=False)
+        lines = []
+        for p in (json.loads(r.stdout).get("items", []) if r.returncode == 0 else []):
+            cs = ["%s %s" % (c.get("name"), json.dumps(c.get("state"))) for c in
+                  (p.get("status") or {}).get("containerStatuses") or []]
+            lines.append("%s: %s; %s" % (p["metadata"]["name"], (p.get("status") or {}).get("phase"),
+                                         "; ".join(cs)))
+        return "\n".join(lines) or "(none)"
 
     def launcher_log(self, ns, name):
         return self.c.launcher_log(ns, name)
