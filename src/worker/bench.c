@@ -420,6 +420,6 @@ int wk_bench_main(int argc, char **argv)
     int status = 1;
     if (wk_session_start(&s, &argc, &argv) == 0)
         status = run(&s, &c);
-    wk_session_end(&s);
+    wk_session_end(&s, status);
     return status;
 }

@@ -2,9 +2,11 @@
 
 #include <errno.h>
 #include <mpi.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "worker/diag.h"
@@ -233,7 +235,42 @@ int wk_session_agree(struct wk_session *s, int status)
     return all_ok ? 0 : -ECANCELED; /* another rank failed */
 }
 
-void wk_session_end(struct wk_session *s)
+/* Seconds MPI_Finalize may take: MPIJOB_WORKER_FINALIZE_TIMEOUT, else the default; 0: none. */
+static int finalize_timeout_s(void)
+{
+    const char *v = getenv("MPIJOB_WORKER_FINALIZE_TIMEOUT");
+    if (v == NULL || v[0] == '\0')
+        return WK_FINALIZE_TIMEOUT_S;
+    char *end = NULL;
+    long t = strtol(v, &end, 10);
+    if (end == v || *end != '\0' || t < 0 || t > 86400) {
+        wk_error(NULL, "MPIJOB_WORKER_FINALIZE_TIMEOUT=%s is not a number of seconds in [0, 86400]; "
+                 "using %d", v, WK_FINALIZE_TIMEOUT_S);
+        return WK_FINALIZE_TIMEOUT_S;
+    }
+    return (int)t;
+}
+
+struct finalize_guard {
+    int seconds, status, rank;
+};
+
+static void *finalize_watchdog(void *arg)
+{
+    const struct finalize_guard *g = arg;
+    struct timespec left = {g->seconds, 0};
+    while (nanosleep(&left, &left) != 0 && errno == EINTR) {
+    }
+    wk_error(NULL, "rank %d: MPI_Finalize has not returned after %d s, though every rank has "
+             "finished its work; exiting with status %d without it", g->rank, g->seconds,
+             g->status);
+    fflush(stdout);
+    fflush(stderr);
+    _exit(g->status);
+    return NULL;
+}
+
+void wk_session_end(struct wk_session *s, int status)
 {
     if (s->ops != NULL && s->ctx != NULL)
         s->ops->fini(s->ctx);
@@ -243,14 +280,25 @@ void wk_session_end(struct wk_session *s)
         int finalized = 0;
         MPI_Finalized(&finalized);
         if (!finalized) {
-            /* Every rank reaches MPI_Finalize at the same time. With MPICH 4.0 over UCX's TCP
-             * transport (Debian 12's MPICH), a rank that gets there first closes its endpoints
-             * and then waits in the process manager's barrier without driving UCX; the later
-             * rank's endpoint close needs that progress, and both wait for ever (2 ranks in 2
-             * pods: about 1 job in 7 hung so, its training done). Finalize waits for every rank
-             * anyway, so this barrier costs nothing. */
+            /* Every rank reaches MPI_Finalize at about the same time; then the watchdog. With
+             * Debian 12's MPICH (4.0, over UCX's TCP transport) a rank's endpoint close in
+             * MPI_Finalize can wait for ever on a peer that has closed its own and gone on
+             * (2 ranks in 2 pods: 1 job in 7 to 24, the training done and reported). */
             if (world != MPI_COMM_NULL)
                 MPI_Barrier(world);
+            static struct finalize_guard guard;
+            guard.seconds = finalize_timeout_s();
+            guard.status = status;
+            guard.rank = s->rank;
+            pthread_t t;
+            pthread_attr_t attr;
+            if (guard.seconds > 0 && pthread_attr_init(&attr) == 0) {
+                pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+                if (pthread_create(&t, &attr, finalize_watchdog, &guard) != 0)
+                    wk_error(NULL, "rank %d: no watchdog for MPI_Finalize: %s", s->rank,
+                             strerror(errno));
+                pthread_attr_destroy(&attr);
+            }
             MPI_Finalize();
         }
         s->mpi_started = 0;

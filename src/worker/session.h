@@ -3,9 +3,9 @@
  *
  *   struct wk_session s;
  *   if (wk_session_start(&s, &argc, &argv) < 0) return 1;
- *   if (wk_session_backend(&s, WK_BACKEND_AUTO, 1) < 0) { wk_session_end(&s); return 1; }
+ *   if (wk_session_backend(&s, WK_BACKEND_AUTO, 1) < 0) { wk_session_end(&s, 1); return 1; }
  *   ... s.ops, s.ctx ...
- *   wk_session_end(&s);
+ *   wk_session_end(&s, status);
  *
  * Backend choice (--backend auto|nccl|mpi):
  *   - nccl: load the plugin and init NCCL; any rank that cannot -> every rank fails, and rank 0
@@ -47,8 +47,14 @@ int wk_launcher_rank(void);
  * ranks and local ranks. Fails (-EIO) with a message on stderr. */
 int wk_session_start(struct wk_session *s, int *argc, char ***argv);
 int wk_session_backend(struct wk_session *s, enum wk_backend_choice choice, int threads);
-/* fini of the backend, MPI_Finalize. Safe on a half-started session. */
-void wk_session_end(struct wk_session *s);
+/* fini of the backend, a barrier, MPI_Finalize. Safe on a half-started session. status is the
+ * exit status the process is about to return: should MPI_Finalize not return within
+ * WK_FINALIZE_TIMEOUT_S seconds (MPIJOB_WORKER_FINALIZE_TIMEOUT overrides; 0: wait for ever),
+ * the process says so on stderr and exits with it. By then every rank has finished its work,
+ * and a launcher waiting for ever on the MPI library's own teardown would hold the job
+ * Running for ever (Debian 12's MPICH over UCX's TCP transport hangs so now and then). */
+#define WK_FINALIZE_TIMEOUT_S 30
+void wk_session_end(struct wk_session *s, int status);
 /* The transport the session's backend used: "mpi" for the MPI backend, else what NCCL's log
  * says (worker/nccl_log.h). Writes into out. */
 const char *wk_session_transport(const struct wk_session *s, char *out, size_t out_len);

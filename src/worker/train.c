@@ -386,7 +386,7 @@ int wk_train_main(int argc, char **argv)
     }
 
     if (wk_session_start(&r.session, &argc, &argv) < 0) {
-        wk_session_end(&r.session);
+        wk_session_end(&r.session, 1);
         return 1;
     }
     const int rank0 = r.session.rank == 0;
@@ -423,6 +423,6 @@ int wk_train_main(int argc, char **argv)
     status = train(&r);
 out:
     teardown(&r);
-    wk_session_end(&r.session);
+    wk_session_end(&r.session, status);
     return status;
 }
