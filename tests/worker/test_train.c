@@ -321,6 +321,19 @@ Test(train_run, a_loss_that_does_not_fall_fails_the_job)
     run_free(&r);
 }
 
+/* MPI_Finalize runs under a watchdog (its time from MPIJOB_WORKER_FINALIZE_TIMEOUT); a value
+ * that is not a number of seconds is named, the default is used, and the run ends as usual. */
+Test(train_run, a_bad_finalize_timeout_is_named_and_the_default_used)
+{
+    struct run_result r;
+    run_train(&r, 2, "-x MPIJOB_WORKER_FINALIZE_TIMEOUT=soon", SMALL " --steps 4 --log-every 0");
+    cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+    cr_assert_not_null(strstr(r.err, "MPIJOB_WORKER_FINALIZE_TIMEOUT=soon is not a number of seconds"),
+                       "%s", r.err);
+    cr_assert_null(strstr(r.err, "has not returned"), "%s", r.err);
+    run_free(&r);
+}
+
 Test(train_run, unknown_flag_exits_2_with_usage)
 {
     struct run_result r;
