@@ -294,9 +294,10 @@ void wk_session_end(struct wk_session *s, int status)
             pthread_attr_t attr;
             if (guard.seconds > 0 && pthread_attr_init(&attr) == 0) {
                 pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-                if (pthread_create(&t, &attr, finalize_watchdog, &guard) != 0)
+                int e = pthread_create(&t, &attr, finalize_watchdog, &guard);
+                if (e != 0)
                     wk_error(NULL, "rank %d: no watchdog for MPI_Finalize: %s", s->rank,
-                             strerror(errno));
+                             strerror(e));
                 pthread_attr_destroy(&attr);
             }
             MPI_Finalize();
