@@ -15,22 +15,21 @@
 #error "the exported arrays are written as little-endian float32 from host memory"
 #endif
 
-/* Writes n floats to dir/name; -errno with why[] set. */
-static int write_floats(const char *dir, const char *name, const float *v, size_t n, char *why,
-                        size_t why_len)
+/* Writes bytes bytes of data to dir/name; -errno with why[] set. */
+static int write_file(const char *dir, const char *name, const void *data, size_t bytes,
+                      char *why, size_t why_len)
 {
     char path[4096];
     snprintf(path, sizeof(path), "%s/%s", dir, name);
     FILE *f = fopen(path, "wb");
-    if (f == NULL) {
-        int e = errno;
-        snprintf(why, why_len, "cannot write %s: %s", path, strerror(e));
-        return -e;
+    int e = f == NULL ? errno : 0;
+    if (f != NULL) {
+        errno = 0;
+        if (fwrite(data, 1, bytes, f) != bytes)
+            e = errno ? errno : EIO;
+        if (fclose(f) != 0 && e == 0)
+            e = errno ? errno : EIO;
     }
-    size_t put = fwrite(v, sizeof(float), n, f);
-    int e = put == n ? 0 : (errno ? errno : EIO);
-    if (fclose(f) != 0 && e == 0)
-        e = errno ? errno : EIO;
     if (e != 0) {
         snprintf(why, why_len, "cannot write %s: %s", path, strerror(e));
         return -e;
@@ -124,11 +123,13 @@ int wk_export_problem(const struct wk_train_args *a, char *why, size_t why_len)
     wk_shard_fill(&shard, &teacher, a->seed, x, y);
     wk_model_init_params(&layout, a->seed, params);
 
-    rc = write_floats(dir, "params.f32", params, layout.parameters, why, why_len);
+    rc = write_file(dir, "params.f32", params, layout.parameters * sizeof(float), why, why_len);
     if (rc == 0)
-        rc = write_floats(dir, "x.f32", x, shard.rows * (size_t)a->input, why, why_len);
+        rc = write_file(dir, "x.f32", x, shard.rows * (size_t)a->input * sizeof(float), why,
+                        why_len);
     if (rc == 0)
-        rc = write_floats(dir, "y.f32", y, shard.rows * (size_t)a->output, why, why_len);
+        rc = write_file(dir, "y.f32", y, shard.rows * (size_t)a->output * sizeof(float), why,
+                        why_len);
     if (rc < 0)
         goto out;
 
@@ -139,23 +140,7 @@ int wk_export_problem(const struct wk_train_args *a, char *why, size_t why_len)
         rc = -ENOMEM;
         goto out;
     }
-    char path[4096];
-    snprintf(path, sizeof(path), "%s/problem.json", dir);
-    FILE *f = fopen(path, "w");
-    int e = 0;
-    if (f == NULL) {
-        e = errno;
-    } else {
-        errno = 0;
-        if (fputs(text, f) < 0 || fputc('\n', f) == EOF)
-            e = errno ? errno : EIO;
-        if (fclose(f) != 0 && e == 0)
-            e = errno ? errno : EIO;
-    }
-    if (e != 0) {
-        snprintf(why, why_len, "cannot write %s: %s", path, strerror(e));
-        rc = -e;
-    }
+    rc = write_file(dir, "problem.json", text, strlen(text), why, why_len);
 out:
     free(text);
     cJSON_Delete(doc);

@@ -376,12 +376,9 @@ int wk_train_main(int argc, char **argv)
             return 1;
         }
         cJSON *o = cJSON_CreateObject();
-        if (o != NULL) {
-            cJSON_AddStringToObject(o, "event", "export");
-            cJSON_AddStringToObject(o, "dir", r.args.export_dir);
-            json_print_line(stdout, o);
-            cJSON_Delete(o);
-        }
+        cJSON_AddStringToObject(o, "event", "export");
+        cJSON_AddStringToObject(o, "dir", r.args.export_dir);
+        emit(o);
         return 0;
     }
 

@@ -136,12 +136,18 @@ def sgemm_gflops(torch, n=1024, reps=5):
 
 # ---- the problem both sides train ----------------------------------------------------------
 
+def problem_flags(m, args):
+    """train's flags that define the problem: the worker trains with them, and exports with them
+    what PyTorch trains."""
+    return ["--input", str(m["input"]), "--hidden", str(m["hidden"]),
+            "--layers", str(m["layers"]), "--output", str(m["output"]),
+            "--batch", str(args.batch), "--steps", str(args.steps), "--lr", str(LR),
+            "--samples", str(args.samples), "--seed", str(SEED)]
+
+
 def export_problem(worker, m, args, directory):
     """The worker writes its initial weights and data (train --export); returns problem.json."""
-    cmd = [worker, "train", "--input", str(m["input"]), "--hidden", str(m["hidden"]),
-           "--layers", str(m["layers"]), "--output", str(m["output"]),
-           "--batch", str(args.batch), "--steps", str(args.steps), "--lr", str(LR),
-           "--samples", str(args.samples), "--seed", str(SEED), "--export", directory]
+    cmd = [worker, "train"] + problem_flags(m, args) + ["--export", directory]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         raise RuntimeError("%s: exit %d: %s" % (" ".join(cmd), p.returncode, p.stderr.strip()))
@@ -295,12 +301,8 @@ def worker_command(worker, m, ranks, args, threads):
         # The rank is known only inside each process: a shell sets NCCL_HOSTID from it.
         cmd += ["sh", "-c", 'NCCL_HOSTID=bench-host-$OMPI_COMM_WORLD_RANK '
                 'NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME:-lo} exec "$0" "$@"']
-    cmd += [worker, "train", "--backend", backend,
-            "--input", str(m["input"]), "--hidden", str(m["hidden"]),
-            "--layers", str(m["layers"]), "--output", str(m["output"]),
-            "--batch", str(args.batch), "--steps", str(args.steps), "--lr", str(LR),
-            "--samples", str(args.samples), "--seed", str(SEED),
-            "--log-every", str(args.warmup - 1), "--check-every", "0"]
+    cmd += [worker, "train", "--backend", backend] + problem_flags(m, args) + [
+        "--log-every", str(args.warmup - 1), "--check-every", "0"]
     if threads and backend == "mpi":
         cmd += ["--threads", "1"]
     return cmd

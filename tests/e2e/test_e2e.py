@@ -14,6 +14,7 @@ etcd and kube-apiserver alone, on a real API server with the whole simulation (h
 """
 import json
 import os
+import subprocess
 import sys
 import time
 import unittest
@@ -27,7 +28,6 @@ TIMEOUT = 120
 def mpi_processes():
     """The processes of MPI jobs still alive on this machine (every container's are host
     processes here): what a job that does not end is waiting on."""
-    import subprocess
     r = subprocess.run(["ps", "-eo", "pid,ppid,stat,etimes,wchan:24,args"], capture_output=True,
                        text=True)
     keep = ("mpirun", "mpiexec", "hydra", "orted", "prted", "mpijob-worker", "ssh ")

@@ -336,37 +336,35 @@ static void stop_live_servers(void)
 
 static void live_once_init(void) { atexit(stop_live_servers); }
 
-/* Records (or, with pid -1, forgets) the server whose state directory is dir. */
+/* Records the server whose launcher is pid and whose state directory is dir. */
 static void track(const char *dir, int pid)
 {
     pthread_once(&live_once, live_once_init);
     pthread_mutex_lock(&live_lock);
-    int slot = -1;
-    for (int i = 0; i < MAX_LIVE; i++) {
-        if (live[i].dir[0] && strcmp(live[i].dir, dir) == 0) {
-            slot = i;
+    for (int i = 0; i < MAX_LIVE; i++)
+        if (!live[i].dir[0]) {
+            live[i].owner = getpid();
+            live[i].pid = pid;
+            snprintf(live[i].dir, sizeof(live[i].dir), "%s", dir);
             break;
         }
-        if (!live[i].dir[0] && slot < 0)
-            slot = i;
-    }
-    if (slot >= 0) {
-        if (pid < 0) {
-            if (strcmp(live[slot].dir, dir) == 0)
-                live[slot].dir[0] = 0;
-        } else {
-            live[slot].owner = getpid();
-            live[slot].pid = pid;
-            snprintf(live[slot].dir, sizeof(live[slot].dir), "%s", dir);
-        }
-    }
+    pthread_mutex_unlock(&live_lock);
+}
+
+/* Forgets the server whose state directory is dir: it is being stopped. */
+static void untrack(const char *dir)
+{
+    pthread_mutex_lock(&live_lock);
+    for (int i = 0; i < MAX_LIVE; i++)
+        if (live[i].dir[0] && strcmp(live[i].dir, dir) == 0)
+            live[i].dir[0] = 0;
     pthread_mutex_unlock(&live_lock);
 }
 
 void test_apiserver_stop(struct test_apiserver *s)
 {
     if (s->dir[0])
-        track(s->dir, -1);
+        untrack(s->dir);
     stop_server(s->pid, s->dir);
     s->pid = 0;
     s->dir[0] = 0;
