@@ -213,12 +213,14 @@ static struct {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     bool leading, lost, stopping;
+    bool connected; /* the API server answered and serves MPIJobs */
+    char waiting_for[512]; /* why not connected yet, for /readyz */
     bool controller_stopped;
     struct kube_client *controller_client;
     struct controller *controller; /* set once its caches are synced */
     bool leader_elect;
     struct metrics *metrics;
-} state = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false, false, false, NULL, NULL, false, NULL};
+} state = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
 
 /* API requests by verb and status code, from both clients. */
 static void count_request(void *ctx, const char *verb, long code, uint64_t ms)
@@ -230,15 +232,23 @@ static void count_request(void *ctx, const char *verb, long code, uint64_t ms)
                         1, labels);
 }
 
-/* Ready: caches synced and reconciling, or a healthy standby waiting for the lease. */
+/* Ready: connected, and caches synced and reconciling or a healthy standby waiting for the
+ * lease. Alive (/healthz) from the start: a replica that waits for the API server is not one to
+ * restart. */
 static bool is_ready(void *ctx, char *why, size_t len)
 {
     pthread_mutex_lock(&state.lock);
-    bool ready = !state.stopping && (state.controller || (state.leader_elect && !state.leading && !state.lost));
-    const char *reason = state.stopping ? "stopping" : state.lost ? "lost the lease" : "caches not synced yet";
+    bool ready = !state.stopping && state.connected &&
+                 (state.controller || (state.leader_elect && !state.leading && !state.lost));
+    if (!ready) {
+        if (state.stopping)
+            snprintf(why, len, "stopping");
+        else if (!state.connected)
+            snprintf(why, len, "API server not reachable yet: %s", state.waiting_for);
+        else
+            snprintf(why, len, "%s", state.lost ? "lost the lease" : "caches not synced yet");
+    }
     pthread_mutex_unlock(&state.lock);
-    if (!ready)
-        snprintf(why, len, "%s", reason);
     return ready;
 }
 
@@ -265,6 +275,14 @@ static struct http_server *serve(const char *what, const char *addr)
     else
         log_info("serving", "what=%s addr=%s port=%d", what, addr, http_server_port(srv));
     return srv;
+}
+
+static void stop_servers(struct http_server *metrics_server, struct http_server *health_server)
+{
+    http_server_stop(metrics_server);
+    http_server_stop(health_server);
+    metrics_free(state.metrics);
+    state.metrics = NULL;
 }
 
 static void *wait_for_signal(void *arg)
@@ -379,28 +397,6 @@ int main(int argc, char **argv)
         return rc < 0 ? 1 : 0;
     }
 
-    /* The CRD first: without it there is nothing to watch, and the user should hear why. An API
-     * server that cannot be reached yet is waited for, with backoff and a line per attempt. */
-    for (uint64_t delay_ms = 1000;; delay_ms = delay_ms < 30000 ? delay_ms * 2 : 30000) {
-        char why[512] = "";
-        rc = controller_check_crd(client, why, sizeof(why));
-        if (rc == 0)
-            break;
-        if (rc == MPIJOB_ENOCRD || rc == KUBE_EUNAUTHORIZED || rc == KUBE_EFORBIDDEN) {
-            log_error("cannot start", "error=\"%s\"", why);
-            kube_client_free(client);
-            return 1;
-        }
-        log_warn("API server not reachable yet; retrying", "server=%s error=\"%s\" retry_in_ms=%llu",
-                 kube_client_config(client)->server, why, (unsigned long long)delay_ms);
-        for (uint64_t slept = 0; slept < delay_ms && !state.stopping; slept += 100)
-            clock_sleep_ms(100);
-        if (state.stopping) {
-            kube_client_free(client);
-            return 0;
-        }
-    }
-
     state.metrics = metrics_new();
     if (!state.metrics) {
         kube_client_free(client);
@@ -409,8 +405,9 @@ int main(int argc, char **argv)
     const char *const build[] = {"version", MPIJOB_OPERATOR_VERSION, NULL};
     metrics_gauge_set(state.metrics, "mpijob_operator_build_info", "The operator's version.", 1, build);
     kube_client_set_observer(client, count_request, NULL);
-    /* One server answers every path, so the same address for both means one server (port 0
-     * asks for a fresh port each time, so it never means the same server). */
+    /* Health and metrics first: a kubelet probes the pod while it waits for the API server. One
+     * server answers every path, so the same address for both means one server (port 0 asks for
+     * a fresh port each time, so it never means the same server). */
     size_t mlen = f.metrics_addr ? strlen(f.metrics_addr) : 0;
     bool shared = f.metrics_addr && f.health_addr && strcmp(f.metrics_addr, f.health_addr) == 0 &&
                   !(mlen >= 2 && strcmp(f.metrics_addr + mlen - 2, ":0") == 0);
@@ -419,13 +416,42 @@ int main(int argc, char **argv)
     bool want_metrics = f.metrics_addr && strcmp(f.metrics_addr, "0") != 0;
     bool want_health = !shared && f.health_addr && strcmp(f.health_addr, "0") != 0;
     if ((want_metrics && !metrics_server) || (want_health && !health_server)) {
-        http_server_stop(metrics_server);
-        metrics_free(state.metrics);
+        stop_servers(metrics_server, health_server);
         kube_client_free(client);
         return 1;
     }
-    state.leader_elect = f.leader_elect;
+    /* The CRD first: without it there is nothing to watch, and the user should hear why. An API
+     * server that cannot be reached yet is waited for, with backoff and a line per attempt, alive
+     * (/healthz) and not ready (/readyz says why). */
+    for (uint64_t delay_ms = 1000;; delay_ms = delay_ms < 30000 ? delay_ms * 2 : 30000) {
+        char why[512] = "";
+        rc = controller_check_crd(client, why, sizeof(why));
+        if (rc == 0)
+            break;
+        if (rc == MPIJOB_ENOCRD || rc == KUBE_EUNAUTHORIZED || rc == KUBE_EFORBIDDEN) {
+            log_error("cannot start", "error=\"%s\"", why);
+            stop_servers(metrics_server, health_server);
+            kube_client_free(client);
+            return 1;
+        }
+        pthread_mutex_lock(&state.lock);
+        snprintf(state.waiting_for, sizeof(state.waiting_for), "%s", why);
+        pthread_mutex_unlock(&state.lock);
+        log_warn("API server not reachable yet; retrying", "server=%s error=\"%s\" retry_in_ms=%llu",
+                 kube_client_config(client)->server, why, (unsigned long long)delay_ms);
+        for (uint64_t slept = 0; slept < delay_ms && !state.stopping; slept += 100)
+            clock_sleep_ms(100);
+        if (state.stopping) {
+            stop_servers(metrics_server, health_server);
+            kube_client_free(client);
+            return 0;
+        }
+    }
+    pthread_mutex_lock(&state.lock);
+    state.connected = true;
+    pthread_mutex_unlock(&state.lock);
 
+    state.leader_elect = f.leader_elect;
 
     char host[HOST_NAME_MAX + 1] = "";
     gethostname(host, sizeof(host));

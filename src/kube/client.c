@@ -540,9 +540,26 @@ static int perform(struct kube_client *c, const char *method, const char *url,
                    const char *content_type, const char *body, long timeout_ms,
                    struct exchange *ex, long *http_code, char *errbuf)
 {
+    struct kube_config *cfg = c->cfg;
+    /* The CA first: an in-cluster CA that cannot be read yet fails the attempt before anything
+     * is sent (a transport error, so it is retried with backoff and the file read again). */
+    char *ca = NULL;
+    size_t ca_len = 0;
+    if (!cfg->insecure_skip_tls_verify) {
+        char why[CURL_ERROR_SIZE];
+        int carc = kube_config_ca(cfg, &ca, &ca_len, why, sizeof(why));
+        if (carc == KUBE_ENOMEM)
+            return KUBE_ENOMEM;
+        if (carc < 0) {
+            snprintf(errbuf, CURL_ERROR_SIZE, "%s", why);
+            return KUBE_ETRANSPORT;
+        }
+    }
     CURL *h = curl_easy_init();
-    if (!h)
+    if (!h) {
+        free(ca);
         return KUBE_ENOMEM;
+    }
     ex->curl = h;
     struct curl_slist *headers = NULL;
     char *token = kube_config_token(c->cfg);
@@ -597,15 +614,15 @@ static int perform(struct kube_client *c, const char *method, const char *url,
     curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
     curl_easy_setopt(h, CURLOPT_XFERINFODATA, ex);
 
-    struct kube_config *cfg = c->cfg;
     if (cfg->insecure_skip_tls_verify) {
         curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
         curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
     } else {
         curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
         curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
-        if (cfg->ca.data) {
-            struct curl_blob blob = {cfg->ca.data, cfg->ca.len, CURL_BLOB_COPY};
+        if (ca) {
+            /* ca outlives the handle (freed after curl_easy_cleanup): no second copy. */
+            struct curl_blob blob = {ca, ca_len, CURL_BLOB_NOCOPY};
             curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &blob);
         }
     }
@@ -635,10 +652,17 @@ static int perform(struct kube_client *c, const char *method, const char *url,
             rc = KUBE_ETRANSPORT;
             if (!errbuf[0])
                 snprintf(errbuf, CURL_ERROR_SIZE, "%s", curl_easy_strerror(res));
+            /* The server's certificate did not verify, or curl could not use the CA: the CA
+             * file may have been rotated or was half-written; the next attempt reads it again. */
+            if ((res == CURLE_PEER_FAILED_VERIFICATION || res == CURLE_SSL_CACERT_BADFILE) &&
+                kube_config_invalidate_ca(cfg))
+                log_info("the API server's certificate did not verify; reading the CA file again",
+                         "error=\"%s\"", log_quote(errbuf));
         }
     }
     curl_slist_free_all(headers);
     curl_easy_cleanup(h);
+    free(ca);
     return rc;
 }
 

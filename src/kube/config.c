@@ -24,7 +24,10 @@
 #include <unistd.h>
 
 #include <openssl/crypto.h>
+#include <openssl/err.h>
 #include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 #include <yaml.h>
 
 #define KUBECONFIG_MAX_BYTES ((size_t)16 << 20)
@@ -708,6 +711,173 @@ void kube_config_set_token_max_age_ms(struct kube_config *cfg, uint64_t ms)
     pthread_mutex_unlock(&cfg->token_state->mutex);
 }
 
+/* ---- the in-cluster CA file -------------------------------------------------------------- */
+
+struct kube_config_ca_file {
+    pthread_mutex_t mutex;
+    char *path;
+    char *pem; /* the last good bundle; NULL until one was read */
+    size_t len;
+    struct stat seen;     /* the file as it was when pem was read (device, inode, size, mtime) */
+    uint64_t checked_at_ms;
+    uint64_t check_ms;
+    bool stale;           /* invalidated: read again at the next call */
+    bool complained;      /* the current failure was logged */
+};
+
+static bool same_file(const struct stat *a, const struct stat *b)
+{
+    return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+           a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+}
+
+/* The number of X.509 certificates in a PEM bundle (OpenSSL parses it as curl will). */
+static int pem_certificates(const char *pem, size_t len)
+{
+    BIO *bio = BIO_new_mem_buf(pem, (int)len);
+    if (!bio)
+        return 0;
+    STACK_OF(X509_INFO) *infos = PEM_X509_INFO_read_bio(bio, NULL, NULL, NULL);
+    BIO_free(bio);
+    int n = 0;
+    for (int i = 0; infos && i < sk_X509_INFO_num(infos); i++)
+        if (sk_X509_INFO_value(infos, i)->x509)
+            n++;
+    sk_X509_INFO_pop_free(infos, X509_INFO_free);
+    ERR_clear_error();
+    return n;
+}
+
+/* Reads the CA file into f. 0, or -1 with the reason in why. Called with f->mutex held. */
+static int ca_file_read(struct kube_config_ca_file *f, const struct stat *st, char *why, size_t why_len)
+{
+    char *data;
+    size_t len;
+    char ebuf[128];
+    int rc = read_file(f->path, CREDENTIAL_FILE_MAX_BYTES, &data, &len);
+    if (rc < 0) {
+        snprintf(why, why_len, "%s", errno_text(-rc, ebuf, sizeof(ebuf)));
+        return -1;
+    }
+    if (len == 0 || pem_certificates(data, len) == 0) {
+        snprintf(why, why_len, "%s", len == 0 ? "the file is empty" : "the file holds no PEM certificate");
+        free(data);
+        return -1;
+    }
+    bool changed = f->pem && (f->len != len || memcmp(f->pem, data, len) != 0);
+    free(f->pem);
+    f->pem = data;
+    f->len = len;
+    f->seen = *st;
+    if (changed)
+        log_info("the in-cluster CA changed; verifying the API server with the new one", "file=\"%s\"", f->path);
+    else if (f->complained)
+        log_info("the in-cluster CA is there now; verifying the API server with it", "file=\"%s\"", f->path);
+    f->complained = false;
+    return 0;
+}
+
+static void ca_file_free(struct kube_config_ca_file *f)
+{
+    if (!f)
+        return;
+    pthread_mutex_destroy(&f->mutex);
+    free(f->path);
+    free(f->pem);
+    free(f);
+}
+
+/* Takes ownership of path. The file is read at the first kube_config_ca. */
+static struct kube_config_ca_file *ca_file_new(char *path)
+{
+    struct kube_config_ca_file *f = calloc(1, sizeof(*f));
+    if (!f || pthread_mutex_init(&f->mutex, NULL) != 0) {
+        free(f);
+        free(path);
+        return NULL;
+    }
+    f->path = path;
+    f->check_ms = KUBE_CA_CHECK_MS;
+    f->stale = true;
+    return f;
+}
+
+int kube_config_ca(struct kube_config *cfg, char **pem, size_t *len, char *err, size_t err_len)
+{
+    *pem = NULL;
+    *len = 0;
+    if (!cfg)
+        return KUBE_EINVAL;
+    if (!cfg->ca_file) {
+        if (!cfg->ca.data)
+            return 0;
+        if (!(*pem = malloc(cfg->ca.len + 1)))
+            return KUBE_ENOMEM;
+        memcpy(*pem, cfg->ca.data, cfg->ca.len);
+        (*pem)[cfg->ca.len] = '\0';
+        *len = cfg->ca.len;
+        return 0;
+    }
+    struct kube_config_ca_file *f = cfg->ca_file;
+    int rc = 0;
+    pthread_mutex_lock(&f->mutex);
+    uint64_t now = clock_now_ms();
+    if (f->stale || !f->pem || now - f->checked_at_ms >= f->check_ms) {
+        char why[256] = "";
+        struct stat st;
+        bool changed = true;
+        if (stat(f->path, &st) < 0) {
+            char ebuf[128];
+            snprintf(why, sizeof(why), "%s", errno_text(errno, ebuf, sizeof(ebuf)));
+        } else if (f->pem && !f->stale && same_file(&st, &f->seen)) {
+            changed = false;
+        }
+        if (changed && (why[0] || ca_file_read(f, &st, why, sizeof(why)) < 0)) {
+            if (!f->complained)
+                log_warn(f->pem ? "cannot read the in-cluster CA, keeping the previous one"
+                                : "cannot read the in-cluster CA; requests wait for it",
+                         "file=\"%s\" error=\"%s\"", f->path, why);
+            f->complained = true;
+            if (!f->pem) {
+                snprintf(err, err_len, "in-cluster CA %s: %s", f->path, why);
+                rc = KUBE_ECONFIG;
+            }
+        }
+        f->checked_at_ms = now;
+        f->stale = false;
+    }
+    if (rc == 0) {
+        if ((*pem = malloc(f->len + 1))) {
+            memcpy(*pem, f->pem, f->len);
+            (*pem)[f->len] = '\0';
+            *len = f->len;
+        } else {
+            rc = KUBE_ENOMEM;
+        }
+    }
+    pthread_mutex_unlock(&f->mutex);
+    return rc;
+}
+
+bool kube_config_invalidate_ca(struct kube_config *cfg)
+{
+    if (!cfg || !cfg->ca_file)
+        return false;
+    pthread_mutex_lock(&cfg->ca_file->mutex);
+    cfg->ca_file->stale = true;
+    pthread_mutex_unlock(&cfg->ca_file->mutex);
+    return true;
+}
+
+void kube_config_set_ca_check_ms(struct kube_config *cfg, uint64_t ms)
+{
+    if (!cfg || !cfg->ca_file)
+        return;
+    pthread_mutex_lock(&cfg->ca_file->mutex);
+    cfg->ca_file->check_ms = ms;
+    pthread_mutex_unlock(&cfg->ca_file->mutex);
+}
+
 void kube_config_free(struct kube_config *cfg)
 {
     if (!cfg)
@@ -720,6 +890,7 @@ void kube_config_free(struct kube_config *cfg)
     blob_free(&cfg->client_cert);
     blob_free(&cfg->client_key);
     token_state_free(cfg->token_state);
+    ca_file_free(cfg->ca_file);
     free(cfg);
 }
 
@@ -1142,7 +1313,6 @@ int kube_config_load_in_cluster(const char *dir, struct kube_config **out, char 
     struct kube_config *cfg = calloc(1, sizeof(*cfg));
     char *path = NULL, *data = NULL;
     size_t len;
-    char ebuf[128];
     int rc = 0;
     if (!cfg)
         return fail_nomem(err, err_len);
@@ -1162,24 +1332,27 @@ int kube_config_load_in_cluster(const char *dir, struct kube_config **out, char 
         goto out;
     free(path);
 
-    /* Like client-go: without ca.crt, warn and go on with the system's trust store. */
+    /* ca.crt is read at the first request and whenever it changes (kube_config_ca): a CA the
+     * kubelet writes late, or rotates, is picked up; without one nothing is sent. */
     if (asprintf(&path, "%s/ca.crt", dir) < 0) {
         path = NULL;
         rc = fail_nomem(err, err_len);
         goto out;
     }
-    rc = read_file(path, CREDENTIAL_FILE_MAX_BYTES, &cfg->ca.data, &cfg->ca.len);
-    if (rc == -ENOMEM) {
+    cfg->ca_file = ca_file_new(path);
+    path = NULL;
+    if (!cfg->ca_file) {
         rc = fail_nomem(err, err_len);
         goto out;
     }
-    if (rc < 0 || cfg->ca.len == 0) {
-        log_warn("in-cluster CA certificate unusable, verifying the API server with the system trust store",
-                 "file=\"%s\" error=\"%s\"", path, rc < 0 ? errno_text(-rc, ebuf, sizeof(ebuf)) : "empty file");
-        blob_free(&cfg->ca);
+    char *ca = NULL;
+    size_t ca_len;
+    char ca_err[512];
+    if (kube_config_ca(cfg, &ca, &ca_len, ca_err, sizeof(ca_err)) == KUBE_ENOMEM) {
+        rc = fail_nomem(err, err_len);
+        goto out;
     }
-    rc = 0;
-    free(path);
+    free(ca);
 
     if (asprintf(&path, "%s/namespace", dir) < 0) {
         path = NULL;

@@ -13,6 +13,11 @@
  *
  * Tokens read from a file are re-read when older than KUBE_TOKEN_MAX_AGE_MS and after every
  * kube_config_invalidate_token (called by the REST layer on 401), so bound-token rotation works.
+ * The in-cluster ca.crt is treated like the token: read through kube_config_ca, again whenever
+ * the file changes and after kube_config_invalidate_ca (called by the REST layer when the
+ * server's certificate fails verification), so a CA that is published late or rotated is picked
+ * up without a restart. An in-cluster config never falls back to the system's trust store: a
+ * ca.crt that is missing, unreadable or holds no certificate is an error naming the file.
  * All functions are thread-safe. */
 #ifndef KUBE_CONFIG_H
 #define KUBE_CONFIG_H
@@ -22,6 +27,7 @@
 #include <stdint.h>
 
 #define KUBE_TOKEN_MAX_AGE_MS 60000
+#define KUBE_CA_CHECK_MS 1000 /* how often kube_config_ca looks whether the CA file changed */
 #define KUBE_IN_CLUSTER_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
 
 struct kube_blob {
@@ -34,12 +40,13 @@ struct kube_config {
     char *namespace;     /* context namespace or in-cluster namespace file; "default" if unset */
     char *context_name;  /* the context used (kubeconfig only) */
     char *tls_server_name; /* optional SNI / verification name override */
-    struct kube_blob ca;          /* certificate-authority(-data) */
+    struct kube_blob ca;          /* certificate-authority(-data) of a kubeconfig; see kube_config_ca */
     struct kube_blob client_cert; /* client-certificate(-data) */
     struct kube_blob client_key;  /* client-key(-data) */
     bool insecure_skip_tls_verify;
-    /* private: token state, guarded by an internal mutex */
+    /* private: token and CA file state, each guarded by an internal mutex */
     struct kube_config_token *token_state;
+    struct kube_config_ca_file *ca_file; /* the in-cluster ca.crt; NULL for a kubeconfig */
 };
 
 /* Loads a kubeconfig. path may be NULL ($KUBECONFIG, then ~/.kube/config); context may be NULL
@@ -63,10 +70,24 @@ char *kube_config_token(struct kube_config *cfg);
  * Returns true when there is a file to re-read (a retry may help), false otherwise. */
 bool kube_config_invalidate_token(struct kube_config *cfg);
 
+/* The CA bundle (PEM) to verify the API server with: a copy in *pem, freed by the caller, and
+ * its length. *pem is NULL when the configuration names no CA (a kubeconfig without one: the
+ * system's trust store verifies). A kubeconfig's CA is the one it was loaded with. An in-cluster
+ * config's ca.crt is read again when the file changed (looked at every KUBE_CA_CHECK_MS at most)
+ * or after kube_config_invalidate_ca; when it cannot be used and no earlier good copy exists,
+ * returns KUBE_ECONFIG with err naming the file and why (a later call reads it again). */
+int kube_config_ca(struct kube_config *cfg, char **pem, size_t *len, char *err, size_t err_len);
+/* The server's certificate failed verification: the next kube_config_ca reads the CA file again
+ * whatever its modification time. Returns true when there is a file to re-read. */
+bool kube_config_invalidate_ca(struct kube_config *cfg);
+
 void kube_config_free(struct kube_config *cfg);
 
 /* For tests only: changes how old a token read from a file may get before it is re-read
  * (KUBE_TOKEN_MAX_AGE_MS by default). No effect on a config without a token. */
 void kube_config_set_token_max_age_ms(struct kube_config *cfg, uint64_t ms);
+/* For tests only: how often kube_config_ca looks at the CA file (KUBE_CA_CHECK_MS by default;
+ * 0: at every call). No effect on a config without a CA file. */
+void kube_config_set_ca_check_ms(struct kube_config *cfg, uint64_t ms);
 
 #endif

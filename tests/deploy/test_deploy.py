@@ -334,6 +334,13 @@ class Deployment(unittest.TestCase):
         self.assertEqual(ports, {"metrics": 8080, "health": 8081})
         self.assertEqual(c["livenessProbe"]["httpGet"], {"path": "/healthz", "port": "health"})
         self.assertEqual(c["readinessProbe"]["httpGet"], {"path": "/readyz", "port": "health"})
+        # A slow start (a busy node, an API server that is not there yet) is not a crash: the
+        # start-up probe allows minutes before liveness counts, and no probe gives up in 2 s.
+        startup = c["startupProbe"]
+        self.assertEqual(startup["httpGet"], {"path": "/healthz", "port": "health"})
+        self.assertGreaterEqual(startup["periodSeconds"] * startup["failureThreshold"], 300)
+        for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+            self.assertGreaterEqual(c[probe]["timeoutSeconds"], 5, probe)
         for kind in ("requests", "limits"):
             self.assertEqual(set(c["resources"][kind]), {"cpu", "memory"}, kind)
         self.assertEqual(find(docs, "ServiceMonitor"), [], "no ServiceMonitor by default")

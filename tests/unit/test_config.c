@@ -8,6 +8,7 @@
 #include <ftw.h>
 #include <openssl/evp.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -443,6 +444,7 @@ Test(config, token_file_read_and_trimmed)
 Test(config, token_file_rotated_and_invalidated)
 {
     struct kube_config *cfg = token_file_config();
+    kube_config_set_token_max_age_ms(cfg, UINT64_MAX); /* never too old: only a 401 re-reads */
     token_is(cfg, "first-token");
     rotate_file(tmp_path(2, "token"), "second-token\r\n");
     token_is(cfg, "first-token"); /* not yet re-read: the token is fresh */
@@ -451,14 +453,13 @@ Test(config, token_file_rotated_and_invalidated)
     kube_config_free(cfg);
 }
 
+/* A maximum age of 0: every use is past it, so every use reads the file. */
 Test(config, token_file_rotated_reread_after_max_age)
 {
     struct kube_config *cfg = token_file_config();
-    kube_config_set_token_max_age_ms(cfg, 200);
+    kube_config_set_token_max_age_ms(cfg, 0);
     token_is(cfg, "first-token");
     rotate_file(tmp_path(2, "token"), "second-token\n");
-    token_is(cfg, "first-token");
-    usleep(300 * 1000);
     token_is(cfg, "second-token");
     kube_config_free(cfg);
 }
@@ -609,18 +610,67 @@ static void write_service_account(void)
     write_file(tmp_path(2, "namespace"), "jobs\n");
 }
 
-Test(config, in_cluster)
+/* A self-signed certificate made by openssl (the CA file must hold a real one), as PEM text in
+ * static storage of the slot. */
+static const char *real_ca(int slot, const char *cn)
 {
-    write_service_account();
+    static char pem[2][4096];
+    char cmd[1024], out[600];
+    snprintf(out, sizeof(out), "%s/made-%d.crt", tmp_dir, slot);
+    snprintf(cmd, sizeof(cmd),
+             "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=%s "
+             "-keyout /dev/null -out %s -days 1 2>/dev/null", cn, out);
+    cr_assert_eq(system(cmd), 0, "openssl could not make a certificate");
+    FILE *f = fopen(out, "r");
+    cr_assert_not_null(f);
+    size_t n = fread(pem[slot], 1, sizeof(pem[slot]) - 1, f);
+    pem[slot][n] = '\0';
+    fclose(f);
+    unlink(out);
+    return pem[slot];
+}
+
+/* kube_config_ca's answer must be want (NULL: an error whose message holds `error`). */
+static void ca_is(struct kube_config *cfg, const char *want, const char *error)
+{
+    char *pem = (char *)1;
+    size_t len = 1;
+    err[0] = '\0';
+    int rc = kube_config_ca(cfg, &pem, &len, err, sizeof(err));
+    if (want) {
+        cr_assert_eq(rc, 0, "kube_config_ca: %d %s", rc, err);
+        cr_assert_not_null(pem);
+        cr_assert_eq(len, strlen(want));
+        cr_assert_str_eq(pem, want);
+    } else {
+        cr_assert_eq(rc, KUBE_ECONFIG, "rc=%d, want KUBE_ECONFIG", rc);
+        cr_assert_null(pem);
+        cr_assert_not_null(strstr(err, error), "message \"%s\" lacks \"%s\"", err, error);
+        cr_assert_not_null(strstr(err, tmp_path(7, "ca.crt")), "message \"%s\" names no file", err);
+    }
+    free(pem == (char *)1 ? NULL : pem);
+}
+
+static struct kube_config *load_in_cluster_ok(void)
+{
     setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1", 1);
     setenv("KUBERNETES_SERVICE_PORT", "443", 1);
     struct kube_config *cfg = NULL;
     int rc = kube_config_load_in_cluster(tmp_dir, &cfg, err, sizeof(err));
     cr_assert_eq(rc, 0, "%s", err);
+    return cfg;
+}
+
+Test(config, in_cluster)
+{
+    write_service_account();
+    const char *ca = real_ca(0, "cluster-ca");
+    write_file(tmp_path(1, "ca.crt"), ca);
+    struct kube_config *cfg = load_in_cluster_ok();
     cr_assert_str_eq(cfg->server, "https://10.96.0.1:443");
     cr_assert_str_eq(cfg->namespace, "jobs");
     cr_assert_null(cfg->context_name);
-    blob_is(&cfg->ca, CA_PEM);
+    ca_is(cfg, ca, NULL);
     cr_assert_not(cfg->insecure_skip_tls_verify);
     token_is(cfg, "sa-token-1");
 
@@ -640,7 +690,98 @@ Test(config, in_cluster_ipv6_and_default_namespace)
     cr_assert_eq(rc, 0, "%s", err);
     cr_assert_str_eq(cfg->server, "https://[fd00:10:96::1]:6443");
     cr_assert_str_eq(cfg->namespace, "default");
-    cr_assert_null(cfg->ca.data);
+    kube_config_free(cfg);
+}
+
+/* A ca.crt the kubelet has not written yet: the configuration loads, every request asks for the
+ * CA and gets an error naming the file (never the system's trust store), and the first request
+ * after the file appears uses it. */
+Test(config, in_cluster_ca_published_late)
+{
+    write_file(tmp_path(0, "token"), "t");
+    struct kube_config *cfg = load_in_cluster_ok();
+    ca_is(cfg, NULL, "No such file or directory");
+    ca_is(cfg, NULL, "No such file or directory");
+    const char *ca = real_ca(0, "late-ca");
+    rotate_file(tmp_path(1, "ca.crt"), ca);
+    ca_is(cfg, ca, NULL); /* no earlier good copy: read at once, whatever the check interval */
+    kube_config_free(cfg);
+}
+
+/* Rotation: a changed file is read again at the next look (every KUBE_CA_CHECK_MS; at every call
+ * with an interval of 0), or at once after a failed verification; until then the copy in hand is
+ * used. */
+Test(config, in_cluster_ca_rotated)
+{
+    write_file(tmp_path(0, "token"), "t");
+    const char *first = real_ca(0, "first-ca"), *second = real_ca(1, "second-ca");
+    write_file(tmp_path(1, "ca.crt"), first);
+    struct kube_config *cfg = load_in_cluster_ok();
+    ca_is(cfg, first, NULL);
+
+    kube_config_set_ca_check_ms(cfg, UINT64_MAX); /* no look at the file but the ones asked for */
+    rotate_file(tmp_path(1, "ca.crt"), second);
+    ca_is(cfg, first, NULL);
+    cr_assert(kube_config_invalidate_ca(cfg));
+    ca_is(cfg, second, NULL);
+
+    kube_config_set_ca_check_ms(cfg, 0);
+    rotate_file(tmp_path(1, "ca.crt"), first);
+    ca_is(cfg, first, NULL);
+    kube_config_free(cfg);
+}
+
+/* A CA file that is empty, holds no certificate or vanishes: an error naming the file while there
+ * is no good copy; once one was read, it is kept (a half-written file is not a reason to stop). */
+Test(config, in_cluster_ca_unusable)
+{
+    write_file(tmp_path(0, "token"), "t");
+    write_file(tmp_path(1, "ca.crt"), "");
+    struct kube_config *cfg = load_in_cluster_ok();
+    kube_config_set_ca_check_ms(cfg, 0);
+    ca_is(cfg, NULL, "the file is empty");
+    rotate_file(tmp_path(1, "ca.crt"), CA_PEM); /* PEM armour around no certificate */
+    ca_is(cfg, NULL, "holds no PEM certificate");
+    cr_assert_eq(mkdir(tmp_path(1, "ca.crt.d"), 0755), 0);
+    cr_assert_eq(unlink(tmp_path(1, "ca.crt")), 0);
+    cr_assert_eq(rename(tmp_path(2, "ca.crt.d"), tmp_path(1, "ca.crt")), 0);
+    ca_is(cfg, NULL, "not a regular file");
+    cr_assert_eq(rmdir(tmp_path(1, "ca.crt")), 0);
+
+    const char *good = real_ca(0, "good-ca");
+    write_file(tmp_path(1, "ca.crt"), good);
+    ca_is(cfg, good, NULL);
+    rotate_file(tmp_path(1, "ca.crt"), "-----BEGIN CERTIFICATE-----\nMIIBhalf");
+    ca_is(cfg, good, NULL);
+    cr_assert_eq(unlink(tmp_path(1, "ca.crt")), 0);
+    ca_is(cfg, good, NULL);
+    kube_config_free(cfg);
+}
+
+/* A kubeconfig's CA is the one it was loaded with; there is no file to read again. */
+Test(config, kubeconfig_ca_is_fixed)
+{
+    char *ca = b64(CA_PEM);
+    char yaml[2048];
+    snprintf(yaml, sizeof(yaml),
+             "clusters:\n- name: c\n  cluster:\n    server: https://c\n    certificate-authority-data: %s\n"
+             "users:\n- name: u\n  user: {token: t}\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\n"
+             "current-context: x\n", ca);
+    free(ca);
+    struct kube_config *cfg = parse_ok(yaml, NULL, NULL);
+    char *pem;
+    size_t len;
+    cr_assert_eq(kube_config_ca(cfg, &pem, &len, err, sizeof(err)), 0);
+    cr_assert_eq(len, strlen(CA_PEM));
+    cr_assert_str_eq(pem, CA_PEM);
+    free(pem);
+    cr_assert_not(kube_config_invalidate_ca(cfg));
+    kube_config_free(cfg);
+
+    cfg = parse_ok("clusters:\n- name: c\n  cluster: {server: https://c}\nusers:\n- name: u\n  user: {token: t}\n"
+                   "contexts:\n- name: x\n  context: {cluster: c, user: u}\ncurrent-context: x\n", NULL, NULL);
+    cr_assert_eq(kube_config_ca(cfg, &pem, &len, err, sizeof(err)), 0);
+    cr_assert_null(pem, "no CA named: the system's trust store verifies");
     kube_config_free(cfg);
 }
 
