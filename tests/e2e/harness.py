@@ -35,6 +35,8 @@ import urllib.request
 import yaml
 
 ROOT = os.environ.get("MPIJOB_SRC_DIR") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
+from deadline import Deadline, scaled, wait_for  # noqa: E402
 OPERATOR = os.path.join(ROOT, "build", "bin", "mpijob-operator")
 WORKER = os.path.join(ROOT, "build", "bin", "mpijob-worker")
 
@@ -181,7 +183,7 @@ class LocalCluster:
     def restart_operator(self, kill=False):
         """Stops the operator (SIGKILL when kill, else SIGTERM) and starts a fresh one."""
         self.operator.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
-        self.operator.wait(timeout=30)
+        self.operator.wait(timeout=scaled(60))
         self.start_operator()
 
     # ---------------------------------------------------------------- the chart
@@ -190,9 +192,9 @@ class LocalCluster:
                    HELM_CACHE_HOME=os.path.join(self.work, "helm", "cache"),
                    HELM_CONFIG_HOME=os.path.join(self.work, "helm", "config"),
                    HELM_DATA_HOME=os.path.join(self.work, "helm", "data"))
-        return subprocess.run([HELM] + list(args), capture_output=True, text=True, timeout=120, env=env)
+        return subprocess.run([HELM] + list(args), capture_output=True, text=True, timeout=scaled(300), env=env)
 
-    def helm_install(self, timeout=120):
+    def helm_install(self, timeout=300):
         """helm install of the chart, then waits until both replicas are Running and Ready and
         one holds the Lease; returns the pods."""
         r = self.helm("install", RELEASE, CHART, "-n", RELEASE_NS, "--create-namespace")
@@ -211,21 +213,25 @@ class LocalCluster:
                          "jsonpath={.spec.holderIdentity}")
         return r.stdout.strip() if r.returncode == 0 else ""
 
-    def wait_operator_pods(self, timeout=120, replicas=2):
-        end = time.monotonic() + timeout
-        pods = []
-        while time.monotonic() < end:
+    def wait_operator_pods(self, timeout=300, replicas=2):
+        """The operator's pods once `replicas` of them are Running and Ready and one of them holds
+        the Lease; fails with their states, the Lease and their logs."""
+        def ready():
             pods = [p for p in self.operator_pods() if not p["metadata"].get("deletionTimestamp")]
             ready = [p for p in pods if any(c["type"] == "Ready" and c["status"] == "True"
                                             for c in (p.get("status") or {}).get("conditions") or [])]
             holder = self.lease_holder()
             if len(ready) == replicas and any(holder.startswith(p["metadata"]["name"]) for p in ready):
                 return ready
-            time.sleep(0.5)
-        raise RuntimeError("the operator's pods never became Ready with a leader among them: %s\nlease: %s\n%s" % (
-            json.dumps([(p["metadata"]["name"], (p.get("status") or {}).get("phase"),
-                         (p.get("status") or {}).get("containerStatuses")) for p in pods])[:3000],
-            self.lease_holder(), self.operator_logs()[-3000:]))
+            return None
+
+        def describe():
+            return "pods: %s\nlease: %s\n%s" % (
+                json.dumps([(p["metadata"]["name"], (p.get("status") or {}).get("phase"),
+                             (p.get("status") or {}).get("containerStatuses")) for p in self.operator_pods()])[:3000],
+                self.lease_holder(), self.operator_logs()[-3000:])
+        return wait_for("the operator's pods Ready with a leader among them", ready, timeout, interval=0.5,
+                        describe=describe)
 
     def operator_logs(self):
         logs = os.path.join(self.cluster_state, "logs")
@@ -235,6 +241,10 @@ class LocalCluster:
                 with open(os.path.join(logs, f), errors="replace") as fh:
                     out += "== %s\n%s" % (f, fh.read())
         return out
+
+    def operator_log_tail(self, n=4000):
+        """The end of the operator's log: its process's, or its pods' in chart mode."""
+        return self.operator_logs()[-n:] if self.mode == "chart" else self.tail("operator.log", n)
 
     def helm_uninstall(self):
         r = self.helm("uninstall", RELEASE, "-n", RELEASE_NS)
@@ -253,11 +263,11 @@ class LocalCluster:
         for p in (self.operator, self.cluster):
             if p is not None:
                 try:
-                    p.wait(timeout=30)
+                    p.wait(timeout=scaled(60))
                 except subprocess.TimeoutExpired:
                     p.kill()
         # The launcher (first pid) stops what it started, in order, and then reads the audit log
-        # in its state folder: wait for it before the folder goes; whatever is left after 15 s
+        # in its state folder: wait for it before the folder goes; whatever is left after 30 s
         # is killed.
         if self.api_pids:
             launcher, rest = self.api_pids[0], self.api_pids[1:]
@@ -265,8 +275,8 @@ class LocalCluster:
                 os.kill(launcher, signal.SIGTERM)
             except ProcessLookupError:
                 pass
-            deadline = time.monotonic() + 15
-            while time.monotonic() < deadline and any(_running(p) for p in self.api_pids):
+            deadline = Deadline(30)
+            while not deadline.passed() and any(_running(p) for p in self.api_pids):
                 time.sleep(0.05)
             for pid in [launcher] + rest:
                 if _running(pid):
@@ -284,7 +294,7 @@ class LocalCluster:
     def kubectl(self, *args, stdin=None):
         """subprocess.CompletedProcess of kubectl against this cluster (text)."""
         return subprocess.run(["kubectl", "--kubeconfig", self.kubeconfig] + list(args), input=stdin,
-                              capture_output=True, text=True, timeout=60)
+                              capture_output=True, text=True, timeout=scaled(120))
 
     def _control(self, method, path, body=None):
         with open(self.kubeconfig) as f:
@@ -296,7 +306,7 @@ class LocalCluster:
                                      data=json.dumps(body).encode() if body is not None else None)
         req.add_header("Authorization", "Bearer " + token)
         req.add_header("Content-Type", "application/json")
-        with urllib.request.urlopen(req, context=ctx, timeout=30) as resp:
+        with urllib.request.urlopen(req, context=ctx, timeout=scaled(60)) as resp:
             return json.loads(resp.read() or b"null")
 
     def drop_watches(self):

@@ -16,13 +16,17 @@ import json
 import os
 import subprocess
 import sys
-import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import ROOT, LocalCluster, control_plane_assets, missing  # noqa: E402
 
-TIMEOUT = 120
+sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
+from deadline import wait_for  # noqa: E402
+
+# Seconds (scaled by $MPIJOB_TEST_TIME_SCALE) for a job to reach a state: a training run, with a
+# restart or two, on a 2-core machine that is busy with other work.
+TIMEOUT = 300
 
 
 def mpi_processes():
@@ -56,52 +60,38 @@ def mpirun(*worker_args, np=2):
     return ["mpirun", "--allow-run-as-root", "-np", str(np), "--bind-to", "none", "mpijob-worker"] + list(worker_args)
 
 
-@unittest.skipIf(missing(), missing())
-class EndToEnd(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.c = LocalCluster()
-        cls.kubeconfig = cls.c.kubeconfig
-        cls.cluster_state = cls.c.cluster_state
-        cls.work = cls.c.work
+class JobWaits:
+    """kubectl, and waits on MPIJobs and pods, for a test class whose cluster is self.c."""
 
-    @classmethod
-    def tearDownClass(cls):
-        cls.c.stop()
-
-    # ---------------------------------------------------------------- helpers
     def kubectl(self, *args, stdin=None, check=True):
         r = self.c.kubectl(*args, stdin=stdin)
         if check and r.returncode != 0:
             self.fail("kubectl %s: %s%s" % (" ".join(args), r.stdout, r.stderr))
         return r
 
-    def namespace(self):
-        ns = "e2e-" + self._testMethodName[5:].replace("_", "-")[:40]
-        self.kubectl("create", "namespace", ns)
-        return ns
-
-    def apply(self, ns, obj):
-        self.kubectl("apply", "-n", ns, "-f", "-", stdin=json.dumps(obj))
-
     def mpijob(self, ns, name):
         r = self.kubectl("get", "mpijob", name, "-n", ns, "-o", "json", check=False)
         return json.loads(r.stdout) if r.returncode == 0 else None
 
+    def pods(self, ns):
+        return json.loads(self.kubectl("get", "pods", "-n", ns, "-o", "json").stdout)["items"]
+
     def wait_state(self, ns, name, states, timeout=TIMEOUT):
-        end = time.monotonic() + timeout
-        j = None
-        while time.monotonic() < end:
+        """The MPIJob once status.state is one of states; fails with describe_job's text."""
+        def reached():
             j = self.mpijob(ns, name)
-            state = ((j or {}).get("status") or {}).get("state")
-            if state in states:
-                return j
-            time.sleep(0.5)
-        self.fail("mpijob %s/%s never reached %s; status: %s\nlauncher log:\n%s\npods:\n%s\n"
-                  "MPI processes on this machine:\n%s\noperator log tail:\n%s" % (
-                      ns, name, states, json.dumps((j or {}).get("status"))[:2000],
-                      self.launcher_log(ns, name)[-3000:], self.pod_states(ns),
-                      mpi_processes(), self.tail(os.path.join(self.work, "operator.log"))))
+            return j if ((j or {}).get("status") or {}).get("state") in states else None
+        return wait_for("mpijob %s/%s to reach %s" % (ns, name, "/".join(states)), reached, timeout,
+                        interval=0.5, describe=lambda: self.describe_job(ns, name))
+
+    def describe_job(self, ns, name):
+        """What a failed wait on a job prints: its status, the launcher's log, the pods, the MPI
+        processes still alive and the operator's log."""
+        j = self.mpijob(ns, name) or {}
+        return ("status: %s\nlauncher log:\n%s\npods:\n%s\nMPI processes on this machine:\n%s\n"
+                "operator log tail:\n%s" % (
+                    json.dumps(j.get("status"))[:2000], self.launcher_log(ns, name)[-3000:],
+                    self.pod_states(ns), mpi_processes(), self.c.operator_log_tail()))
 
     def pod_states(self, ns):
         """A line per pod of the namespace: phase and each container's state."""
@@ -117,8 +107,35 @@ class EndToEnd(unittest.TestCase):
     def launcher_log(self, ns, name):
         return self.c.launcher_log(ns, name)
 
-    def tail(self, path, n=3000):
-        return self.c.tail(os.path.basename(path), n)
+    @staticmethod
+    def condition(j, ctype):
+        for c in (j.get("status") or {}).get("conditions") or []:
+            if c.get("type") == ctype:
+                return c
+        return None
+
+
+@unittest.skipIf(missing(), missing())
+class EndToEnd(JobWaits, unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.c = LocalCluster()
+        cls.kubeconfig = cls.c.kubeconfig
+        cls.cluster_state = cls.c.cluster_state
+        cls.work = cls.c.work
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.c.stop()
+
+    # ---------------------------------------------------------------- helpers
+    def namespace(self):
+        ns = "e2e-" + self._testMethodName[5:].replace("_", "-")[:40]
+        self.kubectl("create", "namespace", ns)
+        return ns
+
+    def apply(self, ns, obj):
+        self.kubectl("apply", "-n", ns, "-f", "-", stdin=json.dumps(obj))
 
     def summary(self, ns, name):
         lines = [x for x in self.launcher_log(ns, name).splitlines() if '"event":"summary"' in x]
@@ -134,17 +151,10 @@ class EndToEnd(unittest.TestCase):
         self.apply(ns, job(name, mpirun("train", "--steps", str(steps), "--log-every", "500"),
                            run_policy=run_policy))
         self.wait_state(ns, name, ("Running",))
-        end = time.monotonic() + 60
-        while time.monotonic() < end and '"event":"start"' not in self.launcher_log(ns, name):
-            time.sleep(0.2)
+        wait_for("mpijob-worker's start line in %s's launcher log" % name,
+                 lambda: '"event":"start"' in self.launcher_log(ns, name), TIMEOUT, interval=0.2,
+                 describe=lambda: self.describe_job(ns, name))
         return kubelet
-
-    @staticmethod
-    def condition(j, ctype):
-        for c in (j.get("status") or {}).get("conditions") or []:
-            if c.get("type") == ctype:
-                return c
-        return None
 
     # ---------------------------------------------------------------- scenarios
     def test_tcp_example_succeeds(self):
@@ -160,14 +170,9 @@ class EndToEnd(unittest.TestCase):
         self.assertTrue(s["weights_identical"])
         self.assertLess(s["loss_last"], s["loss_first"])
         # cleanPodPolicy Running: the workers are gone once the job ended
-        end = time.monotonic() + 30
-        while time.monotonic() < end:
-            pods = json.loads(self.kubectl("get", "pods", "-n", ns, "-o", "json").stdout)["items"]
-            if not [p for p in pods if "-worker-" in p["metadata"]["name"]]:
-                break
-            time.sleep(0.5)
-        else:
-            self.fail("the workers were not deleted after the job ended")
+        wait_for("the workers deleted after the job ended",
+                 lambda: not [p for p in self.pods(ns) if "-worker-" in p["metadata"]["name"]], 120,
+                 interval=0.5, describe=lambda: self.pod_states(ns))
 
     def test_malformed_launcher_command_fails_with_the_reason(self):
         ns = self.namespace()
@@ -195,10 +200,11 @@ class EndToEnd(unittest.TestCase):
     def test_suspend_then_resume_succeeds(self):
         ns = self.namespace()
         self.apply(ns, job("paused", mpirun("train", "--steps", "200"), run_policy={"suspend": True}))
-        self.wait_state(ns, "paused", ("Suspended",))
-        time.sleep(2)
-        pods = json.loads(self.kubectl("get", "pods", "-n", ns, "-o", "json").stdout)["items"]
-        self.assertEqual(pods, [], "a suspended job runs no pod")
+        j = self.wait_state(ns, "paused", ("Suspended",))
+        # The operator wrote Suspended after deciding to create nothing; a pod it had made anyway
+        # would be in the API already.
+        self.assertEqual(self.pods(ns), [], "a suspended job runs no pod")
+        self.assertEqual((self.condition(j, "Suspended") or {}).get("status"), "True", json.dumps(j.get("status")))
         self.kubectl("patch", "mpijob", "paused", "-n", ns, "--type", "merge", "-p",
                      '{"spec":{"runPolicy":{"suspend":false}}}')
         j = self.wait_state(ns, "paused", ("Succeeded", "Failed"))
@@ -209,19 +215,11 @@ class EndToEnd(unittest.TestCase):
         kubelet = self.start_training(ns, "phoenix", 4000, {"backoffLimit": 3})
         old = json.loads(self.kubectl("get", "pod", "phoenix-worker-0", "-n", ns, "-o", "json").stdout)
         kubelet.request(self.cluster_state, "kill", ns, "phoenix-worker-0")
-        seen_restarting = False
-        end = time.monotonic() + TIMEOUT
-        state = None
-        while time.monotonic() < end:
-            j = self.mpijob(ns, "phoenix") or {}
-            state = (j.get("status") or {}).get("state")
-            seen_restarting = seen_restarting or state == "Restarting" or bool(
-                (self.condition(j, "Restarting") or {}).get("status") == "True")
-            if state in ("Succeeded", "Failed"):
-                break
-            time.sleep(0.3)
-        self.assertEqual(state, "Succeeded", self.launcher_log(ns, "phoenix")[-3000:])
-        self.assertTrue(seen_restarting, "the job went through Restarting")
+        j = self.wait_state(ns, "phoenix", ("Succeeded", "Failed"))
+        self.assertEqual(j["status"]["state"], "Succeeded", self.describe_job(ns, "phoenix"))
+        # The Restarting condition stays in the list once set (False again after the retry ran).
+        self.assertIsNotNone(self.condition(j, "Restarting"), "the job went through Restarting: %s" %
+                             json.dumps(j["status"].get("conditions")))
         new = json.loads(self.kubectl("get", "pod", "phoenix-worker-0", "-n", ns, "-o", "json",
                                       check=False).stdout or "{}")
         if new:
@@ -243,15 +241,10 @@ class EndToEnd(unittest.TestCase):
         self.assertEqual(failed.get("reason"), "MPIJobEvicted", json.dumps(failed))
         self.assertIn("evictee-worker-1", failed.get("message", ""))
         self.assertIn("low on resource: memory", failed.get("message", ""))
-        end = time.monotonic() + 30
-        while time.monotonic() < end:
-            pods = json.loads(self.kubectl("get", "pods", "-n", ns, "-o", "json").stdout)["items"]
-            if not [p for p in pods if "-worker-" in p["metadata"]["name"] and
-                    (p.get("status") or {}).get("phase") in ("Running", "Pending")]:
-                break
-            time.sleep(0.5)
-        else:
-            self.fail("Running workers were left after the job failed: %s" % [p["metadata"]["name"] for p in pods])
+        wait_for("no Running or Pending worker left after the job failed",
+                 lambda: not [p for p in self.pods(ns) if "-worker-" in p["metadata"]["name"] and
+                              (p.get("status") or {}).get("phase") in ("Running", "Pending")],
+                 120, interval=0.5, describe=lambda: self.pod_states(ns))
 
     def test_wait_for_workers_ready_creates_the_launcher_after_every_worker_is_ready(self):
         """launcherCreationPolicy WaitForWorkersReady with a readiness probe on the workers' sshd
@@ -267,20 +260,22 @@ class EndToEnd(unittest.TestCase):
         self.apply(ns, j)
         # While the workers run but are not Ready, there is no launcher. (Jobs are read before
         # pods: a launcher seen first must find both workers Ready in the later read.)
-        end = time.monotonic() + 60
-        saw_unready_running = False
-        while time.monotonic() < end:
+        seen = {"unready_running": False}
+
+        def launcher_after_ready():
             jobs = json.loads(self.kubectl("get", "jobs", "-n", ns, "-o", "json").stdout)["items"]
-            pods = json.loads(self.kubectl("get", "pods", "-n", ns, "-o", "json").stdout)["items"]
-            workers = [p for p in pods if "-worker-" in p["metadata"]["name"]]
+            workers = [p for p in self.pods(ns) if "-worker-" in p["metadata"]["name"]]
             ready = [p for p in workers if any(c.get("type") == "Ready" and c.get("status") == "True"
                                                for c in (p.get("status") or {}).get("conditions") or [])]
             if jobs:
                 self.assertEqual(len(ready), 2, "a launcher Job exists while %d of 2 workers are Ready" % len(ready))
-                break
-            saw_unready_running = saw_unready_running or any(
+                return True
+            seen["unready_running"] = seen["unready_running"] or any(
                 (p.get("status") or {}).get("phase") == "Running" and p not in ready for p in workers)
-            time.sleep(0.3)
+            return False
+        wait_for("the launcher Job of patient", launcher_after_ready, TIMEOUT, interval=0.3,
+                 describe=lambda: self.pod_states(ns))
+        saw_unready_running = seen["unready_running"]
         self.assertTrue(saw_unready_running, "the probe held a Running worker un-Ready for a while")
         j = self.wait_state(ns, "patient", ("Succeeded", "Failed"))
         self.assertEqual(j["status"]["state"], "Succeeded", self.launcher_log(ns, "patient")[-3000:])
@@ -368,13 +363,11 @@ class EndToEnd(unittest.TestCase):
         j = job("noimage", mpirun("train"))
         j["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["image"] = "mpijob-worker:no-such-tag"
         self.apply(ns, j)
-        end = time.monotonic() + 60
-        cond = None
-        while time.monotonic() < end:
+        def pull_failure_shown():
             cond = self.condition(self.mpijob(ns, "noimage") or {}, "Running")
-            if cond and cond.get("reason") == "ImagePullBackOff":
-                break
-            time.sleep(0.5)
+            return cond if cond and cond.get("reason") == "ImagePullBackOff" else None
+        cond = wait_for("the pull failure on noimage's Running condition", pull_failure_shown, 120,
+                        interval=0.5, describe=lambda: self.describe_job(ns, "noimage"))
         self.assertIsNotNone(cond, "no Running condition")
         self.assertEqual((cond["status"], cond["reason"]), ("False", "ImagePullBackOff"), json.dumps(cond))
         self.assertIn("mpijob-worker:no-such-tag", cond["message"])
@@ -394,7 +387,7 @@ def chart_missing():
 
 
 @unittest.skipIf(chart_missing(), chart_missing())
-class InstalledByItsChart(unittest.TestCase):
+class InstalledByItsChart(JobWaits, unittest.TestCase):
     """The operator as users run it: `helm install` of charts/mpijob-operator, two replicas from
     the operator image, in-cluster configuration through their ServiceAccount token, one leading."""
 
@@ -405,20 +398,6 @@ class InstalledByItsChart(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.c.stop()
-
-    kubectl = EndToEnd.kubectl
-
-    def wait_state(self, ns, name, states, timeout=TIMEOUT):
-        end = time.monotonic() + timeout
-        j = {}
-        while time.monotonic() < end:
-            r = self.kubectl("get", "mpijob", name, "-n", ns, "-o", "json", check=False)
-            j = json.loads(r.stdout) if r.returncode == 0 else {}
-            if (j.get("status") or {}).get("state") in states:
-                return j
-            time.sleep(0.5)
-        self.fail("mpijob %s/%s never reached %s: %s\noperator:\n%s" % (
-            ns, name, states, json.dumps(j.get("status"))[:2000], self.c.operator_logs()[-4000:]))
 
     def test_a_pods_from_the_image_with_their_token_and_a_leader(self):
         pods = self.c.wait_operator_pods()
@@ -457,19 +436,16 @@ class InstalledByItsChart(unittest.TestCase):
 
     def test_c_helm_uninstall_leaves_nothing_behind(self):
         self.c.helm_uninstall()
-        end = time.monotonic() + 60
-        left = None
-        while time.monotonic() < end:
+
+        def left():
             r = self.kubectl("get", "deployments,replicasets,pods,serviceaccounts,roles,rolebindings,services",
                              "-n", "mpijob-system", "-l", "app.kubernetes.io/instance=mpijob-operator",
                              "-o", "name", check=False)
             crb = self.kubectl("get", "clusterroles,clusterrolebindings", "-l",
                                "app.kubernetes.io/instance=mpijob-operator", "-o", "name", check=False)
-            left = (r.stdout + crb.stdout).split()
-            if not left:
-                break
-            time.sleep(0.5)
-        self.assertEqual(left, [], "left after helm uninstall")
+            return (r.stdout + crb.stdout).split()
+        wait_for("nothing of the release left after helm uninstall", lambda: not left(), 120, interval=0.5,
+                 describe=lambda: "left: %s" % left())
 
 
 if __name__ == "__main__":
