@@ -30,8 +30,9 @@ EXAMPLE = os.path.join(ROOT, "manifests", "examples", "mpijob-tcp.yaml")
 KUBECTL = shutil.which("kubectl")
 
 sys.path.insert(0, HERE)
-import apiserver  # noqa: E402  (the pure helpers: durations, JSONPath, Accept negotiation)
+import discovery  # noqa: E402  (Accept negotiation)
 import protobuf  # noqa: E402
+import tables  # noqa: E402  (durations, JSONPath, the pod status column)
 
 POD_AND_JOB = """
 apiVersion: v1
@@ -408,28 +409,28 @@ class HelpersTest(unittest.TestCase):
                               (600, "10m"), (3 * 3600, "3h"), (3 * 3600 + 60, "3h1m"), (10 * 3600, "10h"),
                               (50 * 3600, "2d2h"), (9 * 86400, "9d"), (800 * 86400, "2y70d"),
                               (3000 * 86400, "8y")):
-            self.assertEqual(apiserver.human_duration(seconds), text, seconds)
+            self.assertEqual(tables.human_duration(seconds), text, seconds)
 
     def test_simple_jsonpath(self):
         obj = {"a": {"b": [{"c": 1}, {"c": 2}], "d.e": "x"}, "n": None}
-        self.assertEqual(apiserver.simple_jsonpath(obj, ".a.b[0].c"), [1])
-        self.assertEqual(apiserver.simple_jsonpath(obj, "{.a.b[-1].c}"), [2])
-        self.assertEqual(apiserver.simple_jsonpath(obj, ".a.b[*].c"), [1, 2])
-        self.assertEqual(apiserver.simple_jsonpath(obj, ".a['d.e']"), ["x"])
-        self.assertEqual(apiserver.simple_jsonpath(obj, ".a.missing"), [])
-        self.assertEqual(apiserver.simple_jsonpath(obj, ".n"), [])
-        self.assertEqual(apiserver.simple_jsonpath(obj, ".a.b[5].c"), [])
+        self.assertEqual(tables.simple_jsonpath(obj, ".a.b[0].c"), [1])
+        self.assertEqual(tables.simple_jsonpath(obj, "{.a.b[-1].c}"), [2])
+        self.assertEqual(tables.simple_jsonpath(obj, ".a.b[*].c"), [1, 2])
+        self.assertEqual(tables.simple_jsonpath(obj, ".a['d.e']"), ["x"])
+        self.assertEqual(tables.simple_jsonpath(obj, ".a.missing"), [])
+        self.assertEqual(tables.simple_jsonpath(obj, ".n"), [])
+        self.assertEqual(tables.simple_jsonpath(obj, ".a.b[5].c"), [])
 
     def test_negotiate(self):
-        n = apiserver.negotiate
+        n = discovery.negotiate
         self.assertEqual(n("application/json;as=Table;v=v1;g=meta.k8s.io,application/json", "meta.k8s.io", "Table",
-                           apiserver.TABLE_GVS), "v1")
+                           tables.TABLE_GVS), "v1")
         self.assertEqual(n("application/json;as=Table;v=v2;g=meta.k8s.io,application/json;as=Table;v=v1beta1;"
-                           "g=meta.k8s.io", "meta.k8s.io", "Table", apiserver.TABLE_GVS), "v1beta1")
-        self.assertIsNone(n("application/json", "meta.k8s.io", "Table", apiserver.TABLE_GVS))
-        self.assertIsNone(n("", "meta.k8s.io", "Table", apiserver.TABLE_GVS))
+                           "g=meta.k8s.io", "meta.k8s.io", "Table", tables.TABLE_GVS), "v1beta1")
+        self.assertIsNone(n("application/json", "meta.k8s.io", "Table", tables.TABLE_GVS))
+        self.assertIsNone(n("", "meta.k8s.io", "Table", tables.TABLE_GVS))
         self.assertIsNone(n("*/*, application/json;as=Table;v=v1;g=meta.k8s.io", "meta.k8s.io", "Table",
-                            apiserver.TABLE_GVS))
+                            tables.TABLE_GVS))
 
     def test_pod_status_column(self):
         now = 1000.0
@@ -438,12 +439,12 @@ class HelpersTest(unittest.TestCase):
                    {"name": "a", "ready": True, "restartCount": 1, "state": {"running": {}}},
                    {"name": "b", "ready": False, "restartCount": 2,
                     "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]}}
-        cells = apiserver._pod_row(pod, now)
+        cells = tables._pod_row(pod, now)
         self.assertEqual(cells[:3], ["1/2", "CrashLoopBackOff", "3"])
         pod["status"]["containerStatuses"][1]["state"] = {"terminated": {"exitCode": 3}}
-        self.assertEqual(apiserver._pod_row(pod, now)[1], "ExitCode:3")
+        self.assertEqual(tables._pod_row(pod, now)[1], "ExitCode:3")
         pod["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-        self.assertEqual(apiserver._pod_row(pod, now)[1], "Terminating")
+        self.assertEqual(tables._pod_row(pod, now)[1], "Terminating")
 
 
 if __name__ == "__main__":
