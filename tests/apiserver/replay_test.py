@@ -55,6 +55,17 @@ class Mismatch(Exception):
 # Recordings
 # --------------------------------------------------------------------------------------------
 
+def _message(text):
+    """(first line, {header: value} with lowercase names, body) of one recorded HTTP message."""
+    lines = text.lstrip("\n").split("\n")
+    headers, i = {}, 1
+    while i < len(lines) and lines[i].strip():
+        k, v = lines[i].split(":", 1)
+        headers[k.strip().lower()] = v.strip()
+        i += 1
+    return lines[0], headers, "\n".join(lines[i:]).strip()
+
+
 class Recording:
     def __init__(self, path):
         self.path = path
@@ -62,22 +73,10 @@ class Recording:
         self.num = self.name.split("-", 1)[0]
         text = open(path, encoding="utf-8").read()
         req_part, resp_part = text.split("### response", 1)
-        req_lines = req_part.split("### request", 1)[1].lstrip("\n").split("\n")
-        self.method, self.target = req_lines[0].strip().split(" ", 1)
-        self.req_headers, i = {}, 1
-        while i < len(req_lines) and req_lines[i].strip():
-            k, v = req_lines[i].split(":", 1)
-            self.req_headers[k.strip().lower()] = v.strip()
-            i += 1
-        self.req_body = "\n".join(req_lines[i:]).strip()
-        resp_lines = resp_part.lstrip("\n").split("\n")
-        self.status = int(resp_lines[0].split()[1])
-        self.resp_headers, j = {}, 1
-        while j < len(resp_lines) and resp_lines[j].strip():
-            k, v = resp_lines[j].split(":", 1)
-            self.resp_headers[k.strip().lower()] = v.strip()
-            j += 1
-        self.resp_body = "\n".join(resp_lines[j:]).strip()
+        first, self.req_headers, self.req_body = _message(req_part.split("### request", 1)[1])
+        self.method, self.target = first.strip().split(" ", 1)
+        first, self.resp_headers, self.resp_body = _message(resp_part)
+        self.status = int(first.split()[1])
 
     @property
     def is_watch(self):
