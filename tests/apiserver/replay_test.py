@@ -27,7 +27,9 @@ import urllib.parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "support"))
 import record  # noqa: E402  (the recorded sequence's setup steps and body reading)
+from deadline import Deadline, scaled  # noqa: E402  (tests/support/deadline.py)
 
 ROOT = os.path.dirname(os.path.dirname(HERE))
 DEFAULT_RECORDINGS = os.path.join(HERE, "recordings")   # made by record.py
@@ -95,12 +97,12 @@ class Double:
             [sys.executable, os.path.join(HERE, "apiserver.py"), "--state-dir", self.dir, "--token", TOKEN,
              "--extra-crd", json.dumps(WIDGET_CRD)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
-        deadline = time.monotonic() + 20
+        deadline = Deadline(60)
         while not os.path.exists(os.path.join(self.dir, "ready")):
             if self.proc.poll() is not None:
                 raise RuntimeError("the double exited with status %s" % self.proc.returncode)
-            if time.monotonic() > deadline:
-                raise RuntimeError("the double did not become ready")
+            if deadline.passed():
+                raise RuntimeError("the double did not become ready in %.0f s" % deadline.seconds)
             time.sleep(0.01)
         self.port = int(open(os.path.join(self.dir, "port")).read())
         self.ctx = ssl.create_default_context(cafile=os.path.join(self.dir, "ca.crt"))
@@ -116,7 +118,7 @@ class Double:
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def request(self, method, target, body=None, content_type=None, token=TOKEN, watch=False):
-        conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=self.ctx, timeout=20)
+        conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=self.ctx, timeout=scaled(60))
         headers = {"Accept": "application/json", "User-Agent": "replay-test"}
         if token:
             headers["Authorization"] = "Bearer " + token

@@ -13,12 +13,10 @@ import base64
 import json
 import os
 import shutil
-import signal
 import ssl
 import subprocess
 import sys
 import tempfile
-import time
 import unittest
 import urllib.request
 
@@ -30,9 +28,12 @@ EXAMPLE = os.path.join(ROOT, "manifests", "examples", "mpijob-tcp.yaml")
 KUBECTL = shutil.which("kubectl")
 
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
 import discovery  # noqa: E402  (Accept negotiation)
+import launch  # noqa: E402
 import protobuf  # noqa: E402
 import tables  # noqa: E402  (durations, JSONPath, the pod status column)
+from deadline import scaled  # noqa: E402  (tests/support/deadline.py)
 
 POD_AND_JOB = """
 apiVersion: v1
@@ -82,7 +83,7 @@ class KubectlTest(unittest.TestCase):
         env = dict(os.environ)
         env.pop("KUBEBUILDER_ASSETS", None)          # always the double
         subprocess.run([sys.executable, os.path.join(HERE, "launch.py"), "--state-dir", cls.state,
-                        "--background"], check=True, env=env, stdout=subprocess.DEVNULL, timeout=90)
+                        "--background"], check=True, env=env, stdout=subprocess.DEVNULL, timeout=scaled(180))
         cls.kubeconfig = os.path.join(cls.state, "kubeconfig")
         with open(cls.kubeconfig) as f:
             kc = yaml.safe_load(f)
@@ -93,24 +94,13 @@ class KubectlTest(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        try:
-            with open(os.path.join(cls.state, "pid")) as f:
-                pid = int(f.readline())
-            os.killpg(pid, signal.SIGTERM)
-            for _ in range(100):
-                try:
-                    os.killpg(pid, 0)
-                except ProcessLookupError:
-                    break
-                time.sleep(0.05)
-        except (OSError, ValueError):
-            pass
+        launch.stop_background(cls.state, scaled(30))
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
     # ---- helpers ----
     def kubectl(self, *args, ok=True, stdin=None):
         p = subprocess.run([KUBECTL, "--cache-dir", os.path.join(self.tmp, "cache"), *args], env=self.env,
-                           input=stdin, capture_output=True, text=True, timeout=60)
+                           input=stdin, capture_output=True, text=True, timeout=scaled(120))
         if ok:
             self.assertEqual(p.returncode, 0, "kubectl %s failed:\n%s%s" % (" ".join(args), p.stdout, p.stderr))
         return p
@@ -126,7 +116,7 @@ class KubectlTest(unittest.TestCase):
         req = urllib.request.Request(self.server + path, headers={"Authorization": "Bearer " + self.token,
                                                                   "Accept": accept})
         try:
-            with urllib.request.urlopen(req, context=self.ssl, timeout=30) as r:
+            with urllib.request.urlopen(req, context=self.ssl, timeout=scaled(60)) as r:
                 return r.status, r.headers.get("Content-Type"), r.read().decode()
         except urllib.error.HTTPError as e:
             return e.code, e.headers.get("Content-Type"), e.read().decode()
