@@ -27,7 +27,7 @@ scheduler nor workload controllers (tests/cluster/cluster.py plays those), so it
 say controlPlane. Without it, either server admits pods without the ServiceAccount plugin.
 
 --background returns once DIR/ready exists (or fails after 60 s), leaving the server running in
-its own session; stop it with: kill -TERM -$(head -1 DIR/pid)
+its own session; stop it with: kill -TERM -$(head -1 DIR/pid) (stop_background() from Python).
 """
 
 import argparse
@@ -58,6 +58,22 @@ def write_atomic(path, text):
 
 def log(msg):
     sys.stderr.write("launch: %s\n" % msg)
+
+
+def stop_background(state_dir, seconds):
+    """Stops what --background left running for state_dir: SIGTERM to the process group of the
+    first process in its pid file, then up to `seconds` for that group to be gone. Quiet when
+    nothing runs there."""
+    try:
+        with open(os.path.join(state_dir, "pid")) as f:
+            pid = int(f.readline())
+        os.killpg(pid, signal.SIGTERM)
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            os.killpg(pid, 0)           # ProcessLookupError once the group is gone
+            time.sleep(0.05)
+    except (OSError, ValueError):
+        pass
     sys.stderr.flush()
 
 

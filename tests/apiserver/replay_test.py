@@ -27,7 +27,9 @@ import urllib.parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "support"))
 import record  # noqa: E402  (the recorded sequence's setup steps and body reading)
+from deadline import Deadline, scaled  # noqa: E402  (tests/support/deadline.py)
 
 ROOT = os.path.dirname(os.path.dirname(HERE))
 DEFAULT_RECORDINGS = os.path.join(HERE, "recordings")   # made by record.py
@@ -55,6 +57,17 @@ class Mismatch(Exception):
 # Recordings
 # --------------------------------------------------------------------------------------------
 
+def _message(text):
+    """(first line, {header: value} with lowercase names, body) of one recorded HTTP message."""
+    lines = text.lstrip("\n").split("\n")
+    headers, i = {}, 1
+    while i < len(lines) and lines[i].strip():
+        k, v = lines[i].split(":", 1)
+        headers[k.strip().lower()] = v.strip()
+        i += 1
+    return lines[0], headers, "\n".join(lines[i:]).strip()
+
+
 class Recording:
     def __init__(self, path):
         self.path = path
@@ -62,22 +75,10 @@ class Recording:
         self.num = self.name.split("-", 1)[0]
         text = open(path, encoding="utf-8").read()
         req_part, resp_part = text.split("### response", 1)
-        req_lines = req_part.split("### request", 1)[1].lstrip("\n").split("\n")
-        self.method, self.target = req_lines[0].strip().split(" ", 1)
-        self.req_headers, i = {}, 1
-        while i < len(req_lines) and req_lines[i].strip():
-            k, v = req_lines[i].split(":", 1)
-            self.req_headers[k.strip().lower()] = v.strip()
-            i += 1
-        self.req_body = "\n".join(req_lines[i:]).strip()
-        resp_lines = resp_part.lstrip("\n").split("\n")
-        self.status = int(resp_lines[0].split()[1])
-        self.resp_headers, j = {}, 1
-        while j < len(resp_lines) and resp_lines[j].strip():
-            k, v = resp_lines[j].split(":", 1)
-            self.resp_headers[k.strip().lower()] = v.strip()
-            j += 1
-        self.resp_body = "\n".join(resp_lines[j:]).strip()
+        first, self.req_headers, self.req_body = _message(req_part.split("### request", 1)[1])
+        self.method, self.target = first.strip().split(" ", 1)
+        first, self.resp_headers, self.resp_body = _message(resp_part)
+        self.status = int(first.split()[1])
 
     @property
     def is_watch(self):
@@ -96,12 +97,12 @@ class Double:
             [sys.executable, os.path.join(HERE, "apiserver.py"), "--state-dir", self.dir, "--token", TOKEN,
              "--extra-crd", json.dumps(WIDGET_CRD)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
-        deadline = time.monotonic() + 20
+        deadline = Deadline(60)
         while not os.path.exists(os.path.join(self.dir, "ready")):
             if self.proc.poll() is not None:
                 raise RuntimeError("the double exited with status %s" % self.proc.returncode)
-            if time.monotonic() > deadline:
-                raise RuntimeError("the double did not become ready")
+            if deadline.passed():
+                raise RuntimeError("the double did not become ready in %.0f s" % deadline.seconds)
             time.sleep(0.01)
         self.port = int(open(os.path.join(self.dir, "port")).read())
         self.ctx = ssl.create_default_context(cafile=os.path.join(self.dir, "ca.crt"))
@@ -117,7 +118,7 @@ class Double:
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def request(self, method, target, body=None, content_type=None, token=TOKEN, watch=False):
-        conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=self.ctx, timeout=20)
+        conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=self.ctx, timeout=scaled(60))
         headers = {"Accept": "application/json", "User-Agent": "replay-test"}
         if token:
             headers["Authorization"] = "Bearer " + token

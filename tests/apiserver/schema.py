@@ -389,13 +389,19 @@ def _list_map_key(item, keys, item_schema):
     return key
 
 
-def _validate_array(schema, value, path, out):
-    if "maxItems" in schema and len(value) > schema["maxItems"]:
+def _validate_size(schema, value, path, out, what, unit):
+    """maxItems/minItems (what "Items") or maxProperties/minProperties ("Properties"); `unit` is the
+    word the minimum's message counts in (the maximum's always says items, as the server's does)."""
+    if "max" + what in schema and len(value) > schema["max" + what]:
         out.append(cause("FieldValueTooMany", path, "Too many: %d: must have at most %d items" % (
-            len(value), schema["maxItems"])))
-    if "minItems" in schema and len(value) < schema["minItems"]:
-        out.append(invalid(path, value, "%s in body should have at least %d items" % (
-            path, schema["minItems"])))
+            len(value), schema["max" + what])))
+    if "min" + what in schema and len(value) < schema["min" + what]:
+        out.append(invalid(path, value, "%s in body should have at least %d %s" % (
+            path, schema["min" + what], unit)))
+
+
+def _validate_array(schema, value, path, out):
+    _validate_size(schema, value, path, out, "Items", "items")
     items = schema.get("items")
     if isinstance(items, dict):
         for i, v in enumerate(value):
@@ -427,12 +433,7 @@ def _validate_object(schema, value, path, out):
     for r in schema.get("required") or []:
         if r not in value:
             out.append(cause("FieldValueRequired", join(path, r), "Required value"))
-    if "maxProperties" in schema and len(value) > schema["maxProperties"]:
-        out.append(cause("FieldValueTooMany", path, "Too many: %d: must have at most %d items" % (
-            len(value), schema["maxProperties"])))
-    if "minProperties" in schema and len(value) < schema["minProperties"]:
-        out.append(invalid(path, value, "%s in body should have at least %d properties" % (
-            path, schema["minProperties"])))
+    _validate_size(schema, value, path, out, "Properties", "properties")
     for k, v in value.items():
         if path == "" and k == "metadata":
             continue

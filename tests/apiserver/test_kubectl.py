@@ -13,12 +13,10 @@ import base64
 import json
 import os
 import shutil
-import signal
 import ssl
 import subprocess
 import sys
 import tempfile
-import time
 import unittest
 import urllib.request
 
@@ -30,8 +28,12 @@ EXAMPLE = os.path.join(ROOT, "manifests", "examples", "mpijob-tcp.yaml")
 KUBECTL = shutil.which("kubectl")
 
 sys.path.insert(0, HERE)
-import apiserver  # noqa: E402  (the pure helpers: durations, JSONPath, Accept negotiation)
+sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
+import discovery  # noqa: E402  (Accept negotiation)
+import launch  # noqa: E402
 import protobuf  # noqa: E402
+import tables  # noqa: E402  (durations, JSONPath, the pod status column)
+from deadline import scaled  # noqa: E402  (tests/support/deadline.py)
 
 POD_AND_JOB = """
 apiVersion: v1
@@ -81,7 +83,7 @@ class KubectlTest(unittest.TestCase):
         env = dict(os.environ)
         env.pop("KUBEBUILDER_ASSETS", None)          # always the double
         subprocess.run([sys.executable, os.path.join(HERE, "launch.py"), "--state-dir", cls.state,
-                        "--background"], check=True, env=env, stdout=subprocess.DEVNULL, timeout=90)
+                        "--background"], check=True, env=env, stdout=subprocess.DEVNULL, timeout=scaled(180))
         cls.kubeconfig = os.path.join(cls.state, "kubeconfig")
         with open(cls.kubeconfig) as f:
             kc = yaml.safe_load(f)
@@ -92,24 +94,13 @@ class KubectlTest(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        try:
-            with open(os.path.join(cls.state, "pid")) as f:
-                pid = int(f.readline())
-            os.killpg(pid, signal.SIGTERM)
-            for _ in range(100):
-                try:
-                    os.killpg(pid, 0)
-                except ProcessLookupError:
-                    break
-                time.sleep(0.05)
-        except (OSError, ValueError):
-            pass
+        launch.stop_background(cls.state, scaled(30))
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
     # ---- helpers ----
     def kubectl(self, *args, ok=True, stdin=None):
         p = subprocess.run([KUBECTL, "--cache-dir", os.path.join(self.tmp, "cache"), *args], env=self.env,
-                           input=stdin, capture_output=True, text=True, timeout=60)
+                           input=stdin, capture_output=True, text=True, timeout=scaled(120))
         if ok:
             self.assertEqual(p.returncode, 0, "kubectl %s failed:\n%s%s" % (" ".join(args), p.stdout, p.stderr))
         return p
@@ -125,7 +116,7 @@ class KubectlTest(unittest.TestCase):
         req = urllib.request.Request(self.server + path, headers={"Authorization": "Bearer " + self.token,
                                                                   "Accept": accept})
         try:
-            with urllib.request.urlopen(req, context=self.ssl, timeout=30) as r:
+            with urllib.request.urlopen(req, context=self.ssl, timeout=scaled(60)) as r:
                 return r.status, r.headers.get("Content-Type"), r.read().decode()
         except urllib.error.HTTPError as e:
             return e.code, e.headers.get("Content-Type"), e.read().decode()
@@ -408,28 +399,28 @@ class HelpersTest(unittest.TestCase):
                               (600, "10m"), (3 * 3600, "3h"), (3 * 3600 + 60, "3h1m"), (10 * 3600, "10h"),
                               (50 * 3600, "2d2h"), (9 * 86400, "9d"), (800 * 86400, "2y70d"),
                               (3000 * 86400, "8y")):
-            self.assertEqual(apiserver.human_duration(seconds), text, seconds)
+            self.assertEqual(tables.human_duration(seconds), text, seconds)
 
     def test_simple_jsonpath(self):
         obj = {"a": {"b": [{"c": 1}, {"c": 2}], "d.e": "x"}, "n": None}
-        self.assertEqual(apiserver.simple_jsonpath(obj, ".a.b[0].c"), [1])
-        self.assertEqual(apiserver.simple_jsonpath(obj, "{.a.b[-1].c}"), [2])
-        self.assertEqual(apiserver.simple_jsonpath(obj, ".a.b[*].c"), [1, 2])
-        self.assertEqual(apiserver.simple_jsonpath(obj, ".a['d.e']"), ["x"])
-        self.assertEqual(apiserver.simple_jsonpath(obj, ".a.missing"), [])
-        self.assertEqual(apiserver.simple_jsonpath(obj, ".n"), [])
-        self.assertEqual(apiserver.simple_jsonpath(obj, ".a.b[5].c"), [])
+        self.assertEqual(tables.simple_jsonpath(obj, ".a.b[0].c"), [1])
+        self.assertEqual(tables.simple_jsonpath(obj, "{.a.b[-1].c}"), [2])
+        self.assertEqual(tables.simple_jsonpath(obj, ".a.b[*].c"), [1, 2])
+        self.assertEqual(tables.simple_jsonpath(obj, ".a['d.e']"), ["x"])
+        self.assertEqual(tables.simple_jsonpath(obj, ".a.missing"), [])
+        self.assertEqual(tables.simple_jsonpath(obj, ".n"), [])
+        self.assertEqual(tables.simple_jsonpath(obj, ".a.b[5].c"), [])
 
     def test_negotiate(self):
-        n = apiserver.negotiate
+        n = discovery.negotiate
         self.assertEqual(n("application/json;as=Table;v=v1;g=meta.k8s.io,application/json", "meta.k8s.io", "Table",
-                           apiserver.TABLE_GVS), "v1")
+                           tables.TABLE_GVS), "v1")
         self.assertEqual(n("application/json;as=Table;v=v2;g=meta.k8s.io,application/json;as=Table;v=v1beta1;"
-                           "g=meta.k8s.io", "meta.k8s.io", "Table", apiserver.TABLE_GVS), "v1beta1")
-        self.assertIsNone(n("application/json", "meta.k8s.io", "Table", apiserver.TABLE_GVS))
-        self.assertIsNone(n("", "meta.k8s.io", "Table", apiserver.TABLE_GVS))
+                           "g=meta.k8s.io", "meta.k8s.io", "Table", tables.TABLE_GVS), "v1beta1")
+        self.assertIsNone(n("application/json", "meta.k8s.io", "Table", tables.TABLE_GVS))
+        self.assertIsNone(n("", "meta.k8s.io", "Table", tables.TABLE_GVS))
         self.assertIsNone(n("*/*, application/json;as=Table;v=v1;g=meta.k8s.io", "meta.k8s.io", "Table",
-                            apiserver.TABLE_GVS))
+                            tables.TABLE_GVS))
 
     def test_pod_status_column(self):
         now = 1000.0
@@ -438,12 +429,12 @@ class HelpersTest(unittest.TestCase):
                    {"name": "a", "ready": True, "restartCount": 1, "state": {"running": {}}},
                    {"name": "b", "ready": False, "restartCount": 2,
                     "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]}}
-        cells = apiserver._pod_row(pod, now)
+        cells = tables._pod_row(pod, now)
         self.assertEqual(cells[:3], ["1/2", "CrashLoopBackOff", "3"])
         pod["status"]["containerStatuses"][1]["state"] = {"terminated": {"exitCode": 3}}
-        self.assertEqual(apiserver._pod_row(pod, now)[1], "ExitCode:3")
+        self.assertEqual(tables._pod_row(pod, now)[1], "ExitCode:3")
         pod["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-        self.assertEqual(apiserver._pod_row(pod, now)[1], "Terminating")
+        self.assertEqual(tables._pod_row(pod, now)[1], "Terminating")
 
 
 if __name__ == "__main__":

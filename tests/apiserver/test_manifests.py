@@ -322,20 +322,19 @@ class Examples(unittest.TestCase):
         self.runs_bundled_worker(job)
 
     def test_rdma(self):
-        job = example("mpijob-rdma.yaml")
-        net = job["spec"]["networking"]
-        self.assertEqual(net["transport"], "RDMA")
-        self.assertEqual(net["rdma"]["resourceName"], "rdma/hca")
-        self.assertEqual(net["rdma"]["hca"], "mlx5_0")
-        self.runs_bundled_worker(job)
-        self.no_privileged(job)
+        self.rdma_example("mpijob-rdma.yaml", resourceName="rdma/hca", hca="mlx5_0")
 
     def test_pvrdma(self):
-        job = example("mpijob-pvrdma.yaml")
+        self.rdma_example("mpijob-pvrdma.yaml", hca="vmw_pvrdma0", gpuDirect=False)
+
+    def rdma_example(self, name, **rdma):
+        """An RDMA example: networking.rdma holds these values (of these types), the launcher runs
+        the bundled worker and nothing asks for privileges."""
+        job = example(name)
         net = job["spec"]["networking"]
         self.assertEqual(net["transport"], "RDMA")
-        self.assertEqual(net["rdma"]["hca"], "vmw_pvrdma0")
-        self.assertIs(net["rdma"]["gpuDirect"], False)
+        for key, value in rdma.items():
+            self.assertEqual((key, net["rdma"][key], type(net["rdma"][key])), (key, value, type(value)))
         self.runs_bundled_worker(job)
         self.no_privileged(job)
 

@@ -17,10 +17,10 @@ build/tools/bin/helm (scripts/install-helm.sh).
 """
 
 import base64
+import calendar
 import json
 import os
 import shutil
-import signal
 import socket
 import ssl
 import subprocess
@@ -35,6 +35,10 @@ import yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
+import deadline  # noqa: E402  (tests/support/deadline.py)
+import launch  # noqa: E402
 HELM = os.path.join(ROOT, "build", "tools", "bin", "helm")
 CHART = os.path.join(ROOT, "charts", "mpijob-operator")
 DEPLOY = os.path.join(ROOT, "deploy", "mpijob-operator.yaml")
@@ -51,7 +55,7 @@ CONTROL_PLANE = REAL and have("kube-controller-manager", "kube-scheduler")
 NEEDS_KCM = ("a real kube-apiserver without kube-controller-manager has no ServiceAccounts, kube-root-ca.crt "
              "nor ServiceAccount admission (KUBEBUILDER_ASSETS lacks kube-controller-manager or kube-scheduler)")
 DOUBLE_ONLY = "the double's alone"
-WAIT = 30.0            # seconds for a real control plane's controllers and caches to catch up
+WAIT = 60.0            # seconds (scaled) for a server, or a real control plane's controllers and caches
 
 MOUNT_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 TOKEN_SOURCES = [
@@ -64,17 +68,21 @@ SSR = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
 RBAC = "/apis/rbac.authorization.k8s.io/v1"
 
 
-def wait_for(what, fn, timeout=WAIT):
-    """fn's first truthy answer, polled; fails the test after timeout seconds."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while True:
-        last = fn()
-        if last:
-            return last
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting for %s (last: %r)" % (what, last))
-        time.sleep(0.2)
+def wait_for(what, fn, describe=None):
+    """deadline.wait_for with this file's deadline: fn's first truthy answer, polled; a timeout
+    fails with the last answer and describe()'s text."""
+    return deadline.wait_for(what, fn, WAIT, 0.2, describe)
+
+
+def answering(code, call):
+    """(condition, description) for wait_for: call() -> (status, body) answers `code`; the
+    description is the last answer seen."""
+    seen = []
+
+    def check():
+        seen[:] = [call()]
+        return seen[0][0] == code
+    return check, lambda: "last answer: %r" % (seen[0] if seen else None,)
 
 
 def claims_of(token):
@@ -99,7 +107,8 @@ class Server:
         if control_plane and (CONTROL_PLANE or not REAL):
             argv.append("--control-plane")
         with open(os.path.join(self.tmp, "launch.log"), "w") as err:
-            r = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, timeout=180)
+            r = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                               timeout=deadline.scaled(180))
         if r.returncode != 0:
             with open(os.path.join(self.tmp, "launch.log")) as f:
                 log = f.read()
@@ -119,15 +128,7 @@ class Server:
         self.ctx = ssl.create_default_context(cafile=self.ca_file)
 
     def stop(self):
-        try:
-            with open(os.path.join(self.dir, "pid")) as f:
-                pid = int(f.readline())
-            os.killpg(pid, signal.SIGTERM)
-            for _ in range(200):
-                os.killpg(pid, 0)
-                time.sleep(0.05)
-        except (OSError, ValueError):
-            pass
+        launch.stop_background(self.dir, deadline.scaled(30))
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     def request(self, method, path, body=None, token=None, content_type="application/json"):
@@ -141,7 +142,7 @@ class Server:
         if data is not None:
             req.add_header("Content-Type", content_type)
         try:
-            with urllib.request.urlopen(req, context=self.ctx, timeout=20) as resp:
+            with urllib.request.urlopen(req, context=self.ctx, timeout=deadline.scaled(60)) as resp:
                 code, text = resp.status, resp.read()
         except urllib.error.HTTPError as e:
             code, text = e.code, e.read()
@@ -294,14 +295,16 @@ class NamespaceContentTest(ServerTest):
         old_uid = self.s.get(sa_path)["metadata"]["uid"]
         self.s.ok("DELETE", sa_path)
         wait_for("a new default ServiceAccount",
-                 lambda: (self.s.get(sa_path) or {}).get("metadata", {}).get("uid") not in (None, old_uid))
+                 lambda: (self.s.get(sa_path) or {}).get("metadata", {}).get("uid") not in (None, old_uid),
+                 lambda: self.s.get(sa_path))
         cm = self.s.get(cm_path)
         cm["data"] = {"ca.crt": "not a certificate", "extra": "x"}
         self.s.ok("PUT", cm_path, cm)
         wait_for("kube-root-ca.crt put right", lambda: (self.s.get(cm_path) or {}).get("data") == {
-            "ca.crt": self.s.ca_pem})
+            "ca.crt": self.s.ca_pem}, lambda: self.s.get(cm_path))
         self.s.ok("DELETE", cm_path)
-        wait_for("kube-root-ca.crt back", lambda: (self.s.get(cm_path) or {}).get("data") == {"ca.crt": self.s.ca_pem})
+        wait_for("kube-root-ca.crt back", lambda: (self.s.get(cm_path) or {}).get("data") == {
+            "ca.crt": self.s.ca_pem}, lambda: self.s.get(cm_path))
 
 
 @unittest.skipIf(REAL and not CONTROL_PLANE, NEEDS_KCM)
@@ -317,13 +320,15 @@ class TokenRequestTest(ServerTest):
         out = self.s.ok("POST", "/api/v1/namespaces/%s/serviceaccounts/default/token" % ns, {
             "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
             "spec": {"audiences": None, "expirationSeconds": 3607, "boundObjectRef": ref}}, want=201)
+        t1 = time.time()
         self.assertEqual((out["kind"], out["apiVersion"]), ("TokenRequest", "authentication.k8s.io/v1"))
         self.assertEqual((out["metadata"]["name"], out["metadata"]["namespace"]), ("default", ns))
         self.assertEqual(out["spec"]["audiences"], [self.s.url])     # the issuer, as launch.py runs a real one
         self.assertEqual(out["spec"]["expirationSeconds"], 3607)
         self.assertEqual(out["spec"]["boundObjectRef"], {"kind": "Pod", "apiVersion": "v1", "name": "p", "uid": uid})
-        expires = time.mktime(time.strptime(out["status"]["expirationTimestamp"], "%Y-%m-%dT%H:%M:%SZ")) - time.timezone
-        self.assertLess(abs(expires - (t0 + 3607)), 5)
+        # 3607 s from when it was issued, between t0 and t1 (whole seconds)
+        expires = calendar.timegm(time.strptime(out["status"]["expirationTimestamp"], "%Y-%m-%dT%H:%M:%SZ"))
+        self.assertTrue(int(t0) + 3607 <= expires <= t1 + 3607, (t0, t1, out["status"]["expirationTimestamp"]))
         token = out["status"]["token"]
         claims = claims_of(token)
         sa = self.s.get("/api/v1/namespaces/%s/serviceaccounts/default" % ns)
@@ -347,7 +352,7 @@ class TokenRequestTest(ServerTest):
         self.assertEqual(info["extra"]["authentication.kubernetes.io/credential-id"], ["JTI=" + claims["jti"]])
         # the pod goes, its tokens stop working (a real server may accept it for up to 10 s more)
         self.s.ok("DELETE", "/api/v1/namespaces/%s/pods/p" % ns)
-        wait_for("the token refused", lambda: self.s.whoami(token)[0] == 401)
+        wait_for("the token refused", *answering(401, lambda: self.s.whoami(token)))
 
     def test_an_unbound_token(self):
         ns = self.s.namespace("token-plain")
@@ -366,7 +371,7 @@ class TokenRequestTest(ServerTest):
         # nor is one whose ServiceAccount was deleted (and recreated with another uid)
         token = out["status"]["token"]
         self.s.ok("DELETE", "/api/v1/namespaces/%s/serviceaccounts/default" % ns)
-        wait_for("the token refused", lambda: self.s.whoami(token)[0] == 401)
+        wait_for("the token refused", *answering(401, lambda: self.s.whoami(token)))
 
     def test_refusals(self):
         ns = self.s.namespace("token-refused")
@@ -431,7 +436,7 @@ class TokenRequestTest(ServerTest):
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "reader"},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "reader"},
             "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": ns}]})
-        wait_for("list allowed", lambda: self.s.request("GET", pods, token=token)[0] == 200)
+        wait_for("list allowed", *answering(200, lambda: self.s.request("GET", pods, token=token)))
         self.assertEqual(self.s.request("GET", "/api/v1/pods", token=token)[0], 403)
         # a ClusterRoleBinding to a group grants it everywhere; its removal takes it back
         self.s.ok("POST", RBAC + "/clusterroles", {
@@ -443,9 +448,10 @@ class TokenRequestTest(ServerTest):
             "metadata": {"name": "token-rbac-nodes"},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "token-rbac-nodes"},
             "subjects": [{"kind": "Group", "name": "system:serviceaccounts:" + ns}]})
-        wait_for("nodes allowed", lambda: self.s.request("GET", "/api/v1/nodes", token=token)[0] == 200)
+        wait_for("nodes allowed", *answering(200, lambda: self.s.request("GET", "/api/v1/nodes", token=token)))
         self.s.ok("DELETE", RBAC + "/clusterrolebindings/token-rbac-nodes")
-        wait_for("nodes forbidden again", lambda: self.s.request("GET", "/api/v1/nodes", token=token)[0] == 403)
+        wait_for("nodes forbidden again",
+                 *answering(403, lambda: self.s.request("GET", "/api/v1/nodes", token=token)))
         self.s.ok("DELETE", RBAC + "/clusterroles/token-rbac-nodes")
 
 
@@ -469,7 +475,7 @@ class KubernetesServiceTest(ServerTest):
     def test_the_certificate_names_the_service(self):
         for name in ("127.0.0.1", "10.96.0.1", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
                      "kubernetes.default.svc.cluster.local"):
-            with socket.create_connection(("127.0.0.1", self.s.port), timeout=10) as raw:
+            with socket.create_connection(("127.0.0.1", self.s.port), timeout=deadline.scaled(60)) as raw:
                 with self.s.ctx.wrap_socket(raw, server_hostname=name) as tls:   # verifies the name
                     self.assertTrue(tls.version())
 
@@ -579,17 +585,18 @@ class ApiObjectsTest(ServerTest):
         self.assertEqual(made["status"]["storedVersions"], ["v1"])
         wait_for("gadgets established", lambda: any(
             c["type"] == "Established" and c["status"] == "True"
-            for c in ((self.s.get(crds + "/gadgets.example.com") or {}).get("status") or {}).get("conditions") or []))
+            for c in ((self.s.get(crds + "/gadgets.example.com") or {}).get("status") or {}).get("conditions") or []),
+            lambda: self.s.get(crds + "/gadgets.example.com"))
         path = "/apis/example.com/v1/namespaces/default/gadgets"
         gadget = {"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": "g"}, "spec": {"a": 1}}
-        wait_for("gadgets served", lambda: self.s.request("POST", path, gadget)[0] == 201)
+        wait_for("gadgets served", *answering(201, lambda: self.s.request("POST", path, gadget)))
         self.assertEqual(self.s.get(path + "/g")["spec"], {"a": 1})
         code, out = self.s.request("POST", crds, dict(body, metadata={"name": "gadgets.example.org"}))
         self.assertEqual((code, out["message"]), (
             422, 'CustomResourceDefinition.apiextensions.k8s.io "gadgets.example.org" is invalid: metadata.name: '
                  'Invalid value: "gadgets.example.org": must be spec.names.plural+"."+spec.group'))
         self.s.ok("DELETE", crds + "/gadgets.example.com")
-        wait_for("gadgets gone", lambda: self.s.request("GET", path)[0] == 404)
+        wait_for("gadgets gone", *answering(404, lambda: self.s.request("GET", path)))
 
 
 class RbacFilesTest(ServerTest):
@@ -619,8 +626,8 @@ class RbacFilesTest(ServerTest):
         # and the stored objects, not the files, are what counts
         self.s.ok("DELETE", RBAC + "/clusterrolebindings/mpijob-operator")
         for t in (op, sa_token):
-            wait_for("mpijobs forbidden",
-                     lambda t=t: self.s.request("GET", "/apis/kubeflow.org/v2beta1/mpijobs", token=t)[0] == 403)
+            wait_for("mpijobs forbidden", *answering(403, lambda t=t: self.s.request(
+                "GET", "/apis/kubeflow.org/v2beta1/mpijobs", token=t)))
 
 
 class WithoutControlPlaneTest(ServerTest):
@@ -680,7 +687,8 @@ class HelmTest(ServerTest):
         env = dict(os.environ, HOME=self.s.tmp, KUBECONFIG=self.s.kubeconfig,
                    XDG_CACHE_HOME=os.path.join(self.s.tmp, "cache"), XDG_CONFIG_HOME=os.path.join(self.s.tmp, "config"),
                    XDG_DATA_HOME=os.path.join(self.s.tmp, "data"))
-        r = subprocess.run([HELM, *args], env=env, capture_output=True, text=True, timeout=120)
+        r = subprocess.run([HELM, *args], env=env, capture_output=True, text=True,
+                           timeout=deadline.scaled(300))
         self.assertEqual(r.returncode, 0, "helm %s:\n%s%s" % (" ".join(args), r.stdout, r.stderr))
         return r.stdout
 
@@ -730,8 +738,8 @@ class HelmTest(ServerTest):
                                                           "name": p["metadata"]["name"], "uid": p["metadata"]["uid"]}})
         user = "system:serviceaccount:%s:mpijob-operator" % self.ns
         self.assertEqual(self.s.whoami(token)[1]["status"]["userInfo"]["username"], user)
-        wait_for("mpijobs listed", lambda: self.s.request("GET", "/apis/kubeflow.org/v2beta1/mpijobs",
-                                                          token=token)[0] == 200)
+        wait_for("mpijobs listed", *answering(200, lambda: self.s.request(
+            "GET", "/apis/kubeflow.org/v2beta1/mpijobs", token=token)))
         lease = "/apis/coordination.k8s.io/v1/namespaces/%s/leases/mpijob-operator" % self.ns
         self.assertEqual(self.s.request("GET", lease, token=token)[0], 404)    # allowed, not there yet
         code, out = self.s.request("GET", "/apis/coordination.k8s.io/v1/namespaces/default/leases/x", token=token)
@@ -756,7 +764,7 @@ class HelmTest(ServerTest):
         self.assertIsNotNone(get("/api/v1/namespaces/%s/serviceaccounts/default" % self.ns))
         self.assertNotIn("mpijob-operator", self.helm("list", "-n", self.ns))
         # the operator's token went with its ServiceAccount
-        wait_for("the token refused", lambda: self.s.whoami(token)[0] == 401)
+        wait_for("the token refused", *answering(401, lambda: self.s.whoami(token)))
         # the CRD stays, as helm never deletes what crds/ installed
         self.assertIsNotNone(get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/mpijobs.kubeflow.org"))
 
@@ -774,6 +782,5 @@ class HelmWithoutCrdsTest(HelmTest):
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "support"))
     import pyresults
     pyresults.main()
