@@ -10,11 +10,13 @@
  *     manual_clock_advance(&clk, 499);
  *
  * Threads sleeping on it (a work queue's timer, an elector) look at it again every
- * MANUAL_CLOCK_POLL_MS of real time, so they see a move soon after it is made. Thread-safe. */
+ * MANUAL_CLOCK_POLL_MS of real time, so they see a move soon after it is made, and
+ * manual_clock_settle tells when the one thread sleeping on a clock has acted on it. Thread-safe. */
 #ifndef TESTS_SUPPORT_MANUAL_CLOCK_H
 #define TESTS_SUPPORT_MANUAL_CLOCK_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "util/clock.h"
@@ -26,10 +28,17 @@
 struct manual_clock {
     struct clock_source source; /* what the logic under test is given */
     atomic_uint_fast64_t now_ms;
+    atomic_uint sleeps; /* how many times a thread went to sleep on it */
 };
 
 void manual_clock_init(struct manual_clock *c);
 void manual_clock_advance(struct manual_clock *c, uint64_t ms);
 uint64_t manual_clock_now(struct manual_clock *c);
+
+/* Waits until the thread sleeping on c has read the time after this call and gone back to
+ * sleep: whatever the time shown asked of it (an attempt, a renewal) is done. A sleeper reads the
+ * time between two sleeps, so two sleeps after the call are enough. For a clock one thread
+ * sleeps on. False after 30 s (scaled) without them: the thread is busy or gone. */
+bool manual_clock_settle(struct manual_clock *c);
 
 #endif
