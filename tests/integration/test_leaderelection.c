@@ -23,6 +23,7 @@
 #include "support/deadline.h"
 #include "support/kube_test.h"
 #include "support/manual_clock.h"
+#include "support/request_log.h"
 #include "util/clock.h"
 #include "util/json.h"
 
@@ -34,6 +35,7 @@
 #define STEP_MS (RETRY_MS + RETRY_MS / 5 + 1)
 #define LEASE_NS "default"
 #define LEASE_NAME "mpijob-operator-lock"
+#define LEASES_PATH "/apis/coordination.k8s.io/v1/namespaces/" LEASE_NS "/leases"
 
 static struct test_apiserver srv;
 
@@ -173,8 +175,7 @@ static const char *lease_text(void)
 {
     static char text[2048];
     cJSON *lease = NULL;
-    int rc = test_apiserver_request(&srv, "GET", "/apis/coordination.k8s.io/v1/namespaces/" LEASE_NS "/leases/" LEASE_NAME,
-                                    NULL, NULL, &lease);
+    int rc = test_apiserver_request(&srv, "GET", LEASES_PATH "/" LEASE_NAME, NULL, NULL, &lease);
     char *s = lease ? cJSON_PrintUnformatted(json_path(lease, "spec")) : NULL;
     snprintf(text, sizeof(text), "Lease spec (HTTP %d): %s", rc, s ? s : "(none)");
     free(s);
@@ -238,21 +239,6 @@ static cJSON *get_lease(void)
     cr_assert_eq(kube_get(c, &KUBE_LEASES, LEASE_NS, LEASE_NAME, &lease, NULL), 0);
     kube_client_free(c);
     return lease;
-}
-
-static int count_requests(const char *method, const char *path)
-{
-    cJSON *log = test_apiserver_log(&srv, 0);
-    int n = 0;
-    cJSON *e;
-    cJSON_ArrayForEach(e, log) {
-        const char *m = json_string(e, "method");
-        const char *p = json_string(e, "path");
-        if (m && p && strcmp(m, method) == 0 && strcmp(p, path) == 0)
-            n++;
-    }
-    cJSON_Delete(log);
-    return n;
 }
 
 static void start(void)
@@ -320,12 +306,10 @@ Test(leaderelection, exactly_one_of_two_candidates_leads)
 
     if (srv.is_double) {
         /* Both tried to create it; the loser got AlreadyExists and did not write again. */
-        cr_assert_geq(count_requests("POST", "/apis/coordination.k8s.io/v1/namespaces/" LEASE_NS
-                                             "/leases"),
-                      1);
-        cr_assert_geq(count_requests("PUT", "/apis/coordination.k8s.io/v1/namespaces/" LEASE_NS
-                                            "/leases/" LEASE_NAME),
-                      4, "the leader renews every retry period");
+        struct test_request_filter creates = {.method = "POST", .path = LEASES_PATH};
+        struct test_request_filter renews = {.method = "PUT", .path = LEASES_PATH "/" LEASE_NAME};
+        cr_assert_geq(test_count_requests(&srv, 0, &creates, NULL, NULL), 1);
+        cr_assert_geq(test_count_requests(&srv, 0, &renews, NULL, NULL), 4, "the leader renews every retry period");
     }
 
     candidate_free(standby);
@@ -523,40 +507,22 @@ static void *writer_run(void *arg)
 /* ConfigMap creates the server answered 201, and the highest seq among them. */
 static int server_configmap_creates(int *max_seq)
 {
-    cJSON *log = test_apiserver_log(&srv, 0);
-    int n = 0;
-    cJSON *e;
-    *max_seq = 0;
-    cJSON_ArrayForEach(e, log) {
-        const char *m = json_string(e, "method");
-        const char *r = json_string(e, "resource");
-        if (m && r && strcmp(m, "POST") == 0 && strcmp(r, "configmaps") == 0 && json_int(e, "code", 0) == 201) {
-            n++;
-            *max_seq = (int)json_int(e, "seq", 0);
-        }
-    }
-    cJSON_Delete(log);
-    return n;
+    struct test_request_filter f = {.method = "POST", .resource = "configmaps", .code = 201};
+    return test_count_requests(&srv, 0, &f, NULL, max_seq);
+}
+
+static bool held_by(const cJSON *entry, const void *holder)
+{
+    const char *h = json_string(cJSON_GetObjectItemCaseSensitive(entry, "body"), "spec.holderIdentity");
+    return h && strcmp(h, holder) == 0;
 }
 
 /* The seq of the first Lease update the server accepted from holder, or 0. */
 static int first_lease_write_by(const char *holder)
 {
-    cJSON *log = test_apiserver_log(&srv, 0);
-    int seq = 0;
-    cJSON *e;
-    cJSON_ArrayForEach(e, log) {
-        const char *m = json_string(e, "method");
-        const char *r = json_string(e, "resource");
-        cJSON *body = cJSON_GetObjectItemCaseSensitive(e, "body");
-        const char *h = body ? json_string(body, "spec.holderIdentity") : NULL;
-        if (m && r && h && strcmp(m, "PUT") == 0 && strcmp(r, "leases") == 0 && strcmp(h, holder) == 0 &&
-            json_int(e, "code", 0) == 200) {
-            seq = (int)json_int(e, "seq", 0);
-            break;
-        }
-    }
-    cJSON_Delete(log);
+    struct test_request_filter f = {.method = "PUT", .resource = "leases", .code = 200, .match = held_by, .arg = holder};
+    int seq;
+    test_count_requests(&srv, 0, &f, &seq, NULL);
     return seq;
 }
 
