@@ -16,16 +16,8 @@
 #include "kube/workqueue.h"
 #include "support/deadline.h"
 #include "support/manual_clock.h"
+#include "support/sanitizer.h"
 #include "util/clock.h"
-
-#if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/lsan_interface.h>
-/* Criterion ends a test's process without LeakSanitizer's exit report, so a test that is about
- * leaks asks for the check itself: nonzero when something allocated is no longer reachable. */
-static int leak_check(void) { return __lsan_do_recoverable_leak_check(); }
-#else
-static int leak_check(void) { return 0; }
-#endif
 
 /* Takes the next key, asserts it is `want`, marks it done. */
 static void expect_next(struct workqueue *q, const char *want)
@@ -575,7 +567,7 @@ Test(workqueue, free_with_pending_work_releases_everything, .timeout = 60)
     cr_assert_eq(workqueue_delayed_len(q), 101);
     cr_assert_eq(workqueue_len(q), 49);
     workqueue_free(q);
-    cr_assert_eq(leak_check(), 0, "workqueue_free left memory behind");
+    cr_assert_eq(test_leak_check(), 0, "workqueue_free left memory behind");
 }
 
 Test(workqueue, free_null_is_a_no_op) { workqueue_free(NULL); }
