@@ -25,6 +25,7 @@
 #include "support/apiserver.h"
 #include "support/deadline.h"
 #include "support/kube_test.h"
+#include "support/kube_wait.h"
 #include "util/json.h"
 
 /* Generous: the machine is shared and a real control plane is slow to react; nothing is asserted
@@ -161,13 +162,7 @@ static void expect(check_fn check, const char *name, const void *arg, const char
 static bool has_condition(const char *name, const char *type, const char *want)
 {
     cJSON *job = get(&MPIJOB_RESOURCE_V2BETA1, name);
-    bool found = false;
-    const cJSON *c;
-    cJSON_ArrayForEach(c, json_path(job, "status.conditions")) {
-        const char *t = json_string(c, "type"), *s = json_string(c, "status");
-        if (t && s && strcmp(t, type) == 0 && strcmp(s, want) == 0)
-            found = true;
-    }
+    bool found = test_kube_has_condition(job, type, want, NULL);
     cJSON_Delete(job);
     return found;
 }
@@ -225,16 +220,7 @@ static int count_events(const char *name, const char *reason, const char *type)
     char selector[256];
     snprintf(selector, sizeof(selector), "involvedObject.kind=MPIJob,involvedObject.name=%s,reason=%s,type=%s",
              name, reason, type);
-    struct kube_list_opts lo = {.field_selector = selector};
-    cJSON *items = NULL;
-    if (kube_list_all(admin, &KUBE_EVENTS, NS, &lo, &items, NULL, NULL) != 0)
-        return -1;
-    int n = 0;
-    const cJSON *e;
-    cJSON_ArrayForEach(e, items)
-        n += (int)json_int(e, "count", 1);
-    cJSON_Delete(items);
-    return n;
+    return test_kube_count_events(admin, NS, selector);
 }
 
 struct want_event {
@@ -347,6 +333,17 @@ static void expect_launcher_suspended(const char *name, bool suspended)
     expect(suspended_check, name, &suspended, suspended ? "the launcher Job suspended" : "the launcher Job not suspended");
 }
 
+/* A job just created: announced, its objects made (with the PodGroup in `group`, when not NULL),
+ * Created, and no pod counted yet. */
+static void expect_just_created(const char *name, const struct kube_resource *group)
+{
+    expect_event(name, "MPIJobCreated", "Normal");
+    expect_objects(name, 2, group);
+    expect_condition(name, "Created", "True");
+    expect_replicas(name, "Launcher", 0, 0, 0);
+    expect_replicas(name, "Worker", 0, 0, 0);
+}
+
 /* ---- the kubelet --------------------------------------------------------------------------- */
 
 /* Writes a pod's phase and its Ready condition through pods/status. A failed pod's container
@@ -454,6 +451,17 @@ static void launcher_pod(const char *name, const char *other, char *out, size_t 
     snprintf(out, len, "%s", lp.name);
 }
 
+/* The launcher runs (its pod from the Job controller, Running and Ready) next to two Running
+ * workers: announced and counted. The pod's name goes to pod. */
+static void launcher_runs(const char *name, char *pod, size_t len)
+{
+    launcher_pod(name, NULL, pod, len);
+    set_pod(pod, "Running", true);
+    expect_event(name, "MPIJobRunning", "Normal");
+    expect_replicas(name, "Launcher", 1, 0, 0);
+    expect_replicas(name, "Worker", 2, 0, 0);
+}
+
 /* The launcher Job ends: on the double the test writes what the Job controller writes; on a real
  * control plane the Job controller does it, from the pod phase the test wrote. */
 static void launcher_job_ends(const char *name, bool complete)
@@ -474,22 +482,14 @@ Test(scenarios, success)
 {
     begin(NULL);
     create_job("job", NULL, NULL);
-    expect_event("job", "MPIJobCreated", "Normal");
-    expect_objects("job", 2, NULL);
-    expect_condition("job", "Created", "True");
-    expect_replicas("job", "Launcher", 0, 0, 0);
-    expect_replicas("job", "Worker", 0, 0, 0);
+    expect_just_created("job", NULL);
 
     set_workers("job", "Running", true);
     expect_replicas("job", "Worker", 2, 0, 0);
 
     char pod[256];
-    launcher_pod("job", NULL, pod, sizeof(pod));
-    set_pod(pod, "Running", true);
-    expect_event("job", "MPIJobRunning", "Normal");
+    launcher_runs("job", pod, sizeof(pod));
     expect_condition("job", "Running", "True");
-    expect_replicas("job", "Launcher", 1, 0, 0);
-    expect_replicas("job", "Worker", 2, 0, 0);
 
     set_pod(pod, "Succeeded", false);
     launcher_job_ends("job", true);
@@ -555,11 +555,7 @@ Test(scenarios, wait_for_workers_ready)
     expect_replicas("job", "Worker", 2, 0, 0);
 
     char pod[256];
-    launcher_pod("job", NULL, pod, sizeof(pod));
-    set_pod(pod, "Running", true);
-    expect_event("job", "MPIJobRunning", "Normal");
-    expect_replicas("job", "Launcher", 1, 0, 0);
-    expect_replicas("job", "Worker", 2, 0, 0);
+    launcher_runs("job", pod, sizeof(pod));
 }
 
 static bool start_time_check(const char *name, const void *arg)
@@ -599,11 +595,7 @@ Test(scenarios, resuming_and_suspending)
 
     set_workers("job", "Running", true);
     char pod[256];
-    launcher_pod("job", NULL, pod, sizeof(pod));
-    set_pod(pod, "Running", true);
-    expect_event("job", "MPIJobRunning", "Normal");
-    expect_replicas("job", "Launcher", 1, 0, 0);
-    expect_replicas("job", "Worker", 2, 0, 0);
+    launcher_runs("job", pod, sizeof(pod));
 
     patch_job("job", "{\"spec\":{\"runPolicy\":{\"suspend\":true}}}");
     if (srv.is_double) /* the Job controller deletes the pods of a suspended Job */
@@ -698,11 +690,7 @@ Test(scenarios, gang_with_scheduler_plugins)
 {
     begin("default-scheduler");
     create_job("job", "\"schedulingPolicy\":{\"scheduleTimeoutSeconds\":900},", NULL);
-    expect_event("job", "MPIJobCreated", "Normal");
-    expect_objects("job", 2, &PODGROUP_SCHED_PLUGINS);
-    expect_condition("job", "Created", "True");
-    expect_replicas("job", "Launcher", 0, 0, 0);
-    expect_replicas("job", "Worker", 0, 0, 0);
+    expect_just_created("job", &PODGROUP_SCHED_PLUGINS);
     struct want_podgroup w = {&PODGROUP_SCHED_PLUGINS, 3, 900, NULL};
     expect_podgroup("job", &w);
 
@@ -716,11 +704,7 @@ Test(scenarios, gang_with_volcano)
 {
     begin("volcano");
     create_job("job-by-volcano", "\"schedulingPolicy\":{\"queue\":\"default\"},", NULL);
-    expect_event("job-by-volcano", "MPIJobCreated", "Normal");
-    expect_objects("job-by-volcano", 2, &PODGROUP_VOLCANO);
-    expect_condition("job-by-volcano", "Created", "True");
-    expect_replicas("job-by-volcano", "Launcher", 0, 0, 0);
-    expect_replicas("job-by-volcano", "Worker", 0, 0, 0);
+    expect_just_created("job-by-volcano", &PODGROUP_VOLCANO);
     struct want_podgroup w = {&PODGROUP_VOLCANO, 3, -1, "default"};
     expect_podgroup("job-by-volcano", &w);
 

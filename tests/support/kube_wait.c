@@ -75,6 +75,20 @@ bool test_kube_has_condition(const cJSON *obj, const char *type, const char *sta
     return false;
 }
 
+int test_kube_count_events(struct kube_client *c, const char *ns, const char *field_selector)
+{
+    struct kube_list_opts lo = {.field_selector = field_selector};
+    cJSON *items = NULL;
+    if (kube_list_all(c, &KUBE_EVENTS, ns, &lo, &items, NULL, NULL) != 0)
+        return -1;
+    int n = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, items)
+        n += (int)json_int(e, "count", 1);
+    cJSON_Delete(items);
+    return n;
+}
+
 struct want_condition {
     const char *type, *status, *reason;
 };

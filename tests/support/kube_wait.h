@@ -39,6 +39,10 @@ bool test_kube_has_condition(const cJSON *obj, const char *type, const char *sta
 bool test_kube_wait_condition(struct kube_client *c, const struct kube_resource *res, const char *ns, const char *name,
                               const char *type, const char *status, const char *reason, uint64_t timeout_ms);
 
+/* The Events in ns that field_selector picks, counted with their repeats (an Event's count);
+ * -1 when they cannot be listed. */
+int test_kube_count_events(struct kube_client *c, const char *ns, const char *field_selector);
+
 /* Waits until the integer at path (util/json.h's json_int, 0 when absent) is want. */
 bool test_kube_wait_int(struct kube_client *c, const struct kube_resource *res, const char *ns, const char *name,
                         const char *path, long long want, uint64_t timeout_ms);
