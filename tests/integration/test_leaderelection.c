@@ -232,6 +232,16 @@ static bool wait_count(atomic_int *count, int want, const char *what)
     return false;
 }
 
+/* a leads (keeping the Lease when it stops, or releasing it) and b stands by, having seen it. */
+static void leader_and_standby(struct candidate *a, struct candidate *b, bool a_keeps_lease)
+{
+    candidate_start(a, "candidate-a", a_keeps_lease);
+    cr_assert(wait_leading(a), "a did not become leader");
+    settle(a);
+    candidate_start(b, "candidate-b", false);
+    settle(b);
+}
+
 static cJSON *get_lease(void)
 {
     struct kube_client *c = new_client(NULL);
@@ -319,11 +329,7 @@ Test(leaderelection, exactly_one_of_two_candidates_leads)
 Test(leaderelection, standby_takes_over_after_the_lease_runs_out)
 {
     struct candidate a, b;
-    candidate_start(&a, "candidate-a", true);
-    cr_assert(wait_leading(&a), "a did not become leader");
-    settle(&a);
-    candidate_start(&b, "candidate-b", false);
-    settle(&b);
+    leader_and_standby(&a, &b, true);
     while (elapsed_ms < LEASE_MS) {
         step(STEP_MS, &a, &b);
         cr_assert(!leader_elector_is_leader(b.le), "b took a lease that is being renewed (+%llu ms)",
@@ -360,11 +366,7 @@ Test(leaderelection, standby_takes_over_after_the_lease_runs_out)
 Test(leaderelection, released_lease_is_taken_over_at_once)
 {
     struct candidate a, b;
-    candidate_start(&a, "candidate-a", false);
-    cr_assert(wait_leading(&a), "a did not become leader");
-    settle(&a);
-    candidate_start(&b, "candidate-b", false);
-    settle(&b);
+    leader_and_standby(&a, &b, false);
     step(STEP_MS, &a, &b);
     step(STEP_MS, &a, &b);
     cr_assert(!leader_elector_is_leader(b.le));
