@@ -36,7 +36,7 @@ struct leader_elector {
     /* Elector thread only. */
     cJSON *observed;       /* the Lease as last read or written (for its resourceVersion) */
     char *observed_record; /* its spec, flattened: a change of this restarts observed_ms */
-    uint64_t observed_ms;  /* monotonic time at which observed_record last changed */
+    uint64_t observed_ms;  /* when observed_record last changed (the elector's clock) */
     char *reported_leader; /* the last identity given to on_new_leader */
     struct kube_status st; /* the Status of the last failed Lease request, for log lines */
 };
@@ -45,6 +45,19 @@ struct leader_elector {
 static const char *status_message(const struct leader_elector *le)
 {
     return log_quote(le->st.message);
+}
+
+/* Now on the elector's clock. */
+static uint64_t now_ms(const struct leader_elector *le) { return clock_source_now(le->cfg.clock); }
+
+/* A deadline on the elector's clock as one on CLOCK_MONOTONIC, for the clients: the same time
+ * left from now (none left: now). */
+static uint64_t client_deadline(const struct leader_elector *le, uint64_t deadline_ms)
+{
+    if (!le->cfg.clock)
+        return deadline_ms;
+    uint64_t now = now_ms(le), real = clock_now_ms();
+    return deadline_ms > now ? real + (deadline_ms - now) : real;
 }
 
 /* ---- the observed record ------------------------------------------------------------- */
@@ -109,7 +122,7 @@ static void set_observed(struct leader_elector *le, cJSON *lease)
     if (changed) {
         free(le->observed_record);
         le->observed_record = record;
-        le->observed_ms = clock_now_ms();
+        le->observed_ms = now_ms(le);
     } else {
         free(record);
     }
@@ -191,7 +204,7 @@ static bool attempt_acquire_or_renew(struct leader_elector *le)
 
     /* Fast path for a leader: renew on top of what we last wrote, without a GET. */
     if (atomic_load(&le->leading) && observed_is_ours(le) &&
-        observed_is_valid(le, clock_now_ms())) {
+        observed_is_valid(le, now_ms(le))) {
         cJSON *lease = cJSON_Duplicate(le->observed, true);
         if (lease && fill_spec(lease, le->identity, duration_s, NULL, now,
                                json_int(le->observed, "spec.leaseTransitions", 0)) == 0) {
@@ -240,7 +253,7 @@ static bool attempt_acquire_or_renew(struct leader_elector *le)
     set_observed(le, current); /* ownership moves; le->observed == current */
     const char *holder = spec_holder(current);
     bool ours = strcmp(holder, le->identity) == 0;
-    if (holder[0] && !ours && observed_is_valid(le, clock_now_ms()))
+    if (holder[0] && !ours && observed_is_valid(le, now_ms(le)))
         return false; /* held by someone else and not expired */
 
     cJSON *lease = cJSON_Duplicate(current, true);
@@ -268,11 +281,11 @@ static bool attempt_acquire_or_renew(struct leader_elector *le)
     return true;
 }
 
-/* One attempt whose requests all end by deadline_ms (monotonic), as client-go runs
+/* One attempt whose requests all end by deadline_ms (the elector's clock), as client-go runs
  * tryAcquireOrRenew under a context with the renew deadline. */
 static bool try_acquire_or_renew(struct leader_elector *le, uint64_t deadline_ms)
 {
-    uint64_t prev = kube_set_thread_deadline(deadline_ms);
+    uint64_t prev = kube_set_thread_deadline(client_deadline(le, deadline_ms));
     bool held = attempt_acquire_or_renew(le);
     kube_set_thread_deadline(prev);
     return held;
@@ -309,16 +322,16 @@ static void release_lease(struct leader_elector *le)
 
 /* ---- the elector thread -------------------------------------------------------------- */
 
-/* Sleeps until the monotonic deadline or until stop. Returns false when stopping. */
+/* Sleeps until the deadline (the elector's clock) or until stop. Returns false when stopping. */
 static bool wait_until(struct leader_elector *le, uint64_t deadline_ms)
 {
     pthread_mutex_lock(&le->mu);
     for (;;) {
-        uint64_t now = clock_now_ms();
+        uint64_t now = now_ms(le);
         if (le->stopping || now >= deadline_ms)
             break;
         struct timespec ts;
-        clock_deadline_realtime(&ts, deadline_ms - now);
+        clock_deadline_realtime(&ts, clock_source_sleep_ms(le->cfg.clock, deadline_ms - now));
         pthread_cond_timedwait(&le->wake, &le->mu, &ts);
     }
     bool running = !le->stopping;
@@ -360,12 +373,12 @@ static bool acquire(struct leader_elector *le)
     for (;;) {
         if (is_stopping(le))
             return false;
-        uint64_t start = clock_now_ms();
+        uint64_t start = now_ms(le);
         uint64_t term_end = start + le->cfg.renew_deadline_ms;
         /* A write that took past the renew deadline would start a term already over. */
-        if (try_acquire_or_renew(le, term_end) && clock_now_ms() < term_end) {
+        if (try_acquire_or_renew(le, term_end) && now_ms(le) < term_end) {
             atomic_store(&le->valid_until_ms, term_end);
-            fence_writes_at(le, term_end);
+            fence_writes_at(le, client_deadline(le, term_end));
             atomic_store(&le->leading, true);
             log_info("started leading", "lease=%s/%s identity=%s", le->lease_namespace,
                      le->lease_name, le->identity);
@@ -382,26 +395,26 @@ static bool acquire(struct leader_elector *le)
  * shows another holder, or renew_deadline passed without a successful renew (returns false). */
 static bool renew(struct leader_elector *le)
 {
-    uint64_t last_attempt = clock_now_ms();
+    uint64_t last_attempt = now_ms(le);
     for (;;) {
         if (!wait_until(le, last_attempt + le->cfg.retry_period_ms))
             return true;
-        last_attempt = clock_now_ms();
+        last_attempt = now_ms(le);
         uint64_t term_end = atomic_load(&le->valid_until_ms);
         /* As client-go: the renew's requests are cut off when the term ends, so leadership
          * ends on time even when the server holds them. */
         bool renewed = try_acquire_or_renew(le, term_end);
-        if (renewed && clock_now_ms() < term_end) {
+        if (renewed && now_ms(le) < term_end) {
             uint64_t next = last_attempt + le->cfg.renew_deadline_ms;
             atomic_store(&le->valid_until_ms, next);
-            fence_writes_at(le, next);
+            fence_writes_at(le, client_deadline(le, next));
             continue;
         }
         if (le->observed && !observed_is_ours(le)) {
             stop_leading(le, "lease taken by another candidate");
             return false;
         }
-        if (clock_now_ms() >= atomic_load(&le->valid_until_ms)) {
+        if (now_ms(le) >= atomic_load(&le->valid_until_ms)) {
             stop_leading(le, "renew deadline passed");
             return false;
         }
@@ -417,7 +430,7 @@ static void *elector_main(void *arg)
         if (renew(le))
             break;
         /* Lost: back to candidate after one retry period. */
-        if (!wait_until(le, clock_now_ms() + jittered_retry(le)))
+        if (!wait_until(le, now_ms(le) + jittered_retry(le)))
             break;
     }
     if (atomic_load(&le->leading)) {
@@ -509,7 +522,7 @@ bool leader_elector_is_leader(struct leader_elector *le)
     /* The deadline check makes leadership lapse on time even while the elector thread is
      * stuck in a slow request. */
     return le && atomic_load_explicit(&le->leading, memory_order_acquire) &&
-           clock_now_ms() < atomic_load_explicit(&le->valid_until_ms, memory_order_acquire);
+           now_ms(le) < atomic_load_explicit(&le->valid_until_ms, memory_order_acquire);
 }
 
 char *leader_elector_holder(struct leader_elector *le)

@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "kube/client.h"
+#include "util/clock.h"
 
 struct leader_election_config {
     const char *lease_namespace;
@@ -43,6 +44,11 @@ struct leader_election_config {
     void (*on_stopped_leading)(void *ctx);
     void (*on_new_leader)(void *ctx, const char *identity); /* optional */
     void *ctx;
+    /* Optional: the clock the lease's timing runs on (terms, expiry, retries); NULL (default):
+     * CLOCK_MONOTONIC. For tests, which move it by hand (util/clock.h). The deadlines handed to
+     * the clients (a request's cut-off, fenced_client's write deadline) stay on CLOCK_MONOTONIC:
+     * the time this clock says is left, from the moment they are set. Borrowed. */
+    const struct clock_source *clock;
 };
 
 struct leader_elector;

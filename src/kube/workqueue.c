@@ -30,7 +30,7 @@ struct item {
     unsigned flags;
     unsigned failures;  /* rate-limited adds since the last forget */
     size_t heap_index;  /* position in the delay heap, or NOT_ON_HEAP */
-    uint64_t deadline;  /* CLOCK_MONOTONIC ms, while on the heap */
+    uint64_t deadline;  /* ms on the queue's clock, while on the heap */
     uint64_t seq;       /* order of arrival on the heap, to keep equal deadlines FIFO */
     char key[];
 };
@@ -51,6 +51,7 @@ struct workqueue {
     uint64_t heap_seq;
 
     uint64_t base_delay_ms, max_delay_ms;
+    const struct clock_source *clock; /* NULL: CLOCK_MONOTONIC */
     bool shutting_down;
 };
 
@@ -227,14 +228,14 @@ static void *timer_main(void *arg)
             pthread_cond_wait(&q->timer_wake, &q->lock);
             continue;
         }
-        uint64_t deadline = q->heap[0]->deadline;
-        if (deadline <= clock_now_ms()) {
+        uint64_t deadline = q->heap[0]->deadline, now = clock_source_now(q->clock);
+        if (deadline <= now) {
             item_mark_ready(q, heap_pop(q));
             continue;
         }
-        /* clock_now_ms truncates, so waking at deadline ms exactly makes it read >= deadline. */
-        struct timespec until = {.tv_sec = (time_t)(deadline / 1000),
-                                 .tv_nsec = (long)(deadline % 1000) * 1000000L};
+        /* now truncates, so waking deadline - now ms from this instant makes it read >= deadline. */
+        struct timespec until;
+        clock_deadline_monotonic(&until, clock_source_sleep_ms(q->clock, deadline - now));
         pthread_cond_timedwait(&q->timer_wake, &q->lock, &until);
     }
     pthread_mutex_unlock(&q->lock);
@@ -250,6 +251,7 @@ struct workqueue *workqueue_new(const struct workqueue_options *opts)
         return NULL;
     q->base_delay_ms = opts && opts->base_delay_ms ? opts->base_delay_ms : DEFAULT_BASE_DELAY_MS;
     q->max_delay_ms = opts && opts->max_delay_ms ? opts->max_delay_ms : DEFAULT_MAX_DELAY_MS;
+    q->clock = opts ? opts->clock : NULL;
     q->items = strmap_new(free);
     if (!q->items)
         goto fail_map;
@@ -327,7 +329,7 @@ static int add_after_locked(struct workqueue *q, const char *key, uint64_t delay
         item_mark_ready(q, it);
         return 0;
     }
-    uint64_t now = clock_now_ms();
+    uint64_t now = clock_source_now(q->clock);
     uint64_t deadline = delay_ms > UINT64_MAX - now ? UINT64_MAX : now + delay_ms;
     heap_schedule(q, it, deadline);
     return 0;

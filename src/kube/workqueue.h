@@ -13,9 +13,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/clock.h"
+
 struct workqueue_options {
     uint64_t base_delay_ms; /* first backoff; default 5 */
     uint64_t max_delay_ms;  /* backoff cap; default 1000 * 1000 (client-go's 1000 s) */
+    /* The clock delays and backoff run on; NULL (default): CLOCK_MONOTONIC. Borrowed; must
+     * outlive the queue. For tests, which move it by hand (util/clock.h). */
+    const struct clock_source *clock;
 };
 
 struct workqueue;

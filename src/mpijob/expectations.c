@@ -17,6 +17,7 @@ struct expectations {
     struct strmap *refused; /* "ns/name" -> struct refusal */
     uint64_t swept_at;
     uint64_t ttl_ms;
+    const struct clock_source *clock; /* NULL: CLOCK_MONOTONIC */
 };
 
 struct superseded {
@@ -94,8 +95,8 @@ static void object_key(char *key, size_t len, const struct kube_resource *res, c
 
 static void stamp(struct expectations *e, struct strmap *m, const char *key)
 {
-    uint64_t now = clock_now_ms();
     pthread_mutex_lock(&e->lock);
+    uint64_t now = clock_source_now(e->clock);
     sweep(e, now);
     strmap_put(m, key, (void *)(uintptr_t)now);
     pthread_mutex_unlock(&e->lock);
@@ -106,7 +107,7 @@ static bool fresh(struct expectations *e, struct strmap *m, const char *key)
 {
     pthread_mutex_lock(&e->lock);
     uintptr_t at = (uintptr_t)strmap_get(m, key);
-    bool young = at && clock_now_ms() - at < e->ttl_ms;
+    bool young = at && clock_source_now(e->clock) - at < e->ttl_ms;
     if (at && !young)
         strmap_remove(m, key);
     pthread_mutex_unlock(&e->lock);
@@ -150,9 +151,9 @@ void expect_status_written(struct expectations *e, const char *key, const char *
     struct superseded *s = malloc(sizeof(*s) + n);
     if (!s)
         return; /* the worst that follows is a Conflict */
-    s->at = clock_now_ms();
     memcpy(s->rv, old_rv, n);
     pthread_mutex_lock(&e->lock);
+    s->at = clock_source_now(e->clock);
     sweep(e, s->at);
     if (strmap_put(e->written, key, s) < 0)
         free(s);
@@ -165,7 +166,7 @@ bool expect_status_behind(struct expectations *e, const char *key, const char *r
         return false;
     pthread_mutex_lock(&e->lock);
     const struct superseded *s = strmap_get(e->written, key);
-    bool behind = s && rv && strcmp(s->rv, rv) == 0 && clock_now_ms() - s->at < e->ttl_ms;
+    bool behind = s && rv && strcmp(s->rv, rv) == 0 && clock_source_now(e->clock) - s->at < e->ttl_ms;
     if (s && !behind)
         strmap_remove(e->written, key);
     pthread_mutex_unlock(&e->lock);
@@ -237,6 +238,14 @@ void expectations_set_ttl(struct expectations *e, uint64_t ttl_ms)
 {
     pthread_mutex_lock(&e->lock);
     e->ttl_ms = ttl_ms;
+    pthread_mutex_unlock(&e->lock);
+}
+
+void expectations_set_clock(struct expectations *e, const struct clock_source *clock)
+{
+    pthread_mutex_lock(&e->lock);
+    e->clock = clock;
+    e->swept_at = clock_source_now(clock);
     pthread_mutex_unlock(&e->lock);
 }
 

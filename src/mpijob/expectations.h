@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "kube/client.h"
+#include "util/clock.h"
 
 #define EXPECTATION_TTL_MS 30000 /* after this, a creation the cache never showed is retried */
 
@@ -59,8 +60,11 @@ bool expect_refusal(struct expectations *e, const char *job_key, struct refusal 
 /* The job is gone: forget everything about it. */
 void expect_forget_job(struct expectations *e, const char *job_key);
 
-/* For tests of the sweep: a shorter TTL, and the number of entries held. */
+/* For tests of the sweep: a shorter TTL, the clock the TTL runs on (NULL: CLOCK_MONOTONIC; set
+ * before the first entry, and the sweep's period starts again from it), and the number of
+ * entries held. */
 void expectations_set_ttl(struct expectations *e, uint64_t ttl_ms);
+void expectations_set_clock(struct expectations *e, const struct clock_source *clock);
 size_t expectations_size(struct expectations *e);
 
 #endif

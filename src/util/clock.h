@@ -26,4 +26,36 @@ int clock_parse_rfc3339(const char *s, time_t *out);
 /* A pseudo-random integer in [0, n) from a thread-local generator, for jitter. */
 uint64_t clock_jitter(uint64_t n);
 
+/* Where an object whose behaviour depends on elapsed time (a TTL, a backoff, a lease) reads the
+ * time. NULL, the default everywhere, is CLOCK_MONOTONIC: clock_now_ms. A test passes a clock of
+ * its own and moves it by hand, so that nothing the test checks depends on how fast the machine
+ * is (tests/support/manual_clock.h).
+ *
+ * A thread that sleeps until a deadline on such a clock still sleeps on a real condition
+ * variable: clock_source_sleep_ms, called just before each such sleep, says for how long (real
+ * milliseconds) before it reads the clock again. For CLOCK_MONOTONIC that is the time left; a
+ * clock moved by hand sets poll_ms, and its sleepers look again at least that often. Its
+ * `sleeping` hook, when set, learns of each sleep: a test knows from it that a thread has acted
+ * on the time it was shown and is idle again. */
+struct clock_source {
+    uint64_t (*now_ms)(const struct clock_source *c);
+    uint64_t poll_ms;                                 /* 0: sleepers sleep until their deadline */
+    void (*sleeping)(const struct clock_source *c); /* optional */
+};
+
+static inline uint64_t clock_source_now(const struct clock_source *c)
+{
+    return c ? c->now_ms(c) : clock_now_ms();
+}
+
+/* How long, in real milliseconds, to sleep for a deadline left_ms away on c. */
+static inline uint64_t clock_source_sleep_ms(const struct clock_source *c, uint64_t left_ms)
+{
+    if (!c)
+        return left_ms;
+    if (c->sleeping)
+        c->sleeping(c);
+    return c->poll_ms && c->poll_ms < left_ms ? c->poll_ms : left_ms;
+}
+
 #endif

@@ -39,9 +39,9 @@ Test(apiserver, launcher_stops_on_sigterm, .timeout = 180)
 }
 
 /* The RBAC authorizer that holds the operator's token to its role. */
-Test(apiserver, rbac_authorizer, .timeout = 60) { test_run_checked("test_rbac.py", "python3 tests/support/pyresults.py discover -s tests/apiserver -p test_rbac.py"); }
+Test(apiserver, rbac_authorizer, .timeout = 120) { test_run_checked("test_rbac.py", "python3 tests/support/pyresults.py discover -s tests/apiserver -p test_rbac.py"); }
 
-Test(apiserver, starts_and_stops_cleanly, .timeout = 60)
+Test(apiserver, starts_and_stops_cleanly, .timeout = 180)
 {
     struct test_apiserver s;
     cr_assert_eq(test_apiserver_start(&s), 0);
@@ -73,7 +73,7 @@ Test(apiserver, starts_and_stops_cleanly, .timeout = 60)
  * without the suite's .fini: only exit handlers run. The server and its state directory must go
  * all the same. A child process plays that test: it starts a server and exits without stopping
  * it. */
-Test(apiserver, a_process_that_exits_without_stop_leaves_nothing, .timeout = 90)
+Test(apiserver, a_process_that_exits_without_stop_leaves_nothing, .timeout = 180)
 {
     int fds[2];
     cr_assert_eq(pipe(fds), 0);
@@ -113,7 +113,7 @@ Test(apiserver, a_process_that_exits_without_stop_leaves_nothing, .timeout = 90)
     cr_assert_eq(kill(-pid, 0), -1, "no process of group %d may survive", pid);
 }
 
-Test(apiserver, fail_next_fails_exactly_one_request, .timeout = 60)
+Test(apiserver, fail_next_fails_exactly_one_request, .timeout = 180)
 {
     struct test_apiserver s;
     cr_assert_eq(test_apiserver_start(&s), 0);
@@ -135,7 +135,7 @@ Test(apiserver, fail_next_fails_exactly_one_request, .timeout = 60)
     test_apiserver_stop(&s);
 }
 
-Test(apiserver, log_shows_a_create, .timeout = 60)
+Test(apiserver, log_shows_a_create, .timeout = 180)
 {
     struct test_apiserver s;
     cr_assert_eq(test_apiserver_start(&s), 0);

@@ -120,136 +120,124 @@ static int count_events(void *ctx, enum kube_watch_type type, cJSON *object)
     return 0;
 }
 
-Test(bad_server, body_that_is_not_json, .timeout = 20)
+/* ---- the cases ------------------------------------------------------------------------------ */
+
+enum call { CALL_GET, CALL_LIST, CALL_WATCH };
+
+struct bad_case {
+    enum call call;
+    /* What the server answers: a GET or LIST gets `body` as an HTTP answer of `code`; a WATCH gets
+     * it as the start of a stream that is then cut (chunked, no last chunk), with `filler` bytes
+     * 'x' inside a string first when set. NULL: the connection closes with no answer at all. */
+    const char *body;
+    int code;
+    size_t filler;
+    size_t max_line; /* the client's max_watch_line (0: its default) */
+    int rc, rc_too;  /* the error the call must end with (rc_too: another one accepted) */
+    int events;      /* WATCH: how many events are delivered before it */
+    int connections; /* how many times the client connected (0: not counted) */
+    long http_code;  /* the Status the call fills (0: not looked at) */
+    const char *reason, *message_has;
+    const char *why; /* what the check of events or connections means */
+};
+
+static char *reply_for(const struct bad_case *k)
+{
+    if (!k->body)
+        return NULL;
+    if (k->call != CALL_WATCH)
+        return http_reply(k->code, k->body);
+    char *body = NULL;
+    if (k->filler) {
+        static const char head[] = "{\"type\":\"ADDED\",\"object\":{\"x\":\"", tail[] = "\"}}\n";
+        body = malloc(sizeof(head) + k->filler + sizeof(tail));
+        cr_assert_not_null(body);
+        memcpy(body, head, sizeof(head) - 1);
+        memset(body + sizeof(head) - 1, 'x', k->filler);
+        memcpy(body + sizeof(head) - 1 + k->filler, tail, sizeof(tail));
+    }
+    char *r = chunked_reply(body ? body : k->body);
+    free(body);
+    return r;
+}
+
+static void run_case(const struct bad_case *k)
 {
     struct canned c = {0};
-    char *r = http_reply(200, "this is not json {");
-    canned_start(&c, r, strlen(r));
-    struct kube_client *client = client_for(&c, 0);
+    char *r = reply_for(k);
+    canned_start(&c, r, r ? strlen(r) : 0);
+    struct kube_client *client = client_for(&c, k->max_line);
+    struct kube_status st = {.retry_after_s = -1};
     cJSON *out = NULL;
-    cr_assert_eq(kube_get(client, &KUBE_PODS, "default", "x", &out, NULL), KUBE_EDECODE);
+    int n = 0, rc;
+    struct kube_watch_opts opts = {.resource_version = "1"};
+    switch (k->call) {
+    case CALL_GET:
+        rc = kube_get(client, &KUBE_PODS, "default", "x", &out, &st);
+        break;
+    case CALL_LIST:
+        rc = kube_list_page(client, &KUBE_PODS, "default", NULL, &out, &st);
+        break;
+    case CALL_WATCH:
+    default:
+        rc = kube_watch(client, &KUBE_PODS, "default", &opts, count_events, &n, &st);
+        break;
+    }
+    cr_assert(rc == k->rc || (k->rc_too && rc == k->rc_too), "got %s, want %s", error_str(rc), error_str(k->rc));
     cr_assert_null(out);
-    kube_client_free(client);
-    canned_stop(&c);
-    free(r);
-}
-
-Test(bad_server, list_without_items_array, .timeout = 20)
-{
-    struct canned c = {0};
-    char *r = http_reply(200, "{\"kind\":\"PodList\",\"items\":{\"a\":1}}");
-    canned_start(&c, r, strlen(r));
-    struct kube_client *client = client_for(&c, 0);
-    cJSON *out = NULL;
-    cr_assert_eq(kube_list_page(client, &KUBE_PODS, "default", NULL, &out, NULL), KUBE_EDECODE);
-    cr_assert_null(out);
-    kube_client_free(client);
-    canned_stop(&c);
-    free(r);
-}
-
-Test(bad_server, error_without_status_body, .timeout = 20)
-{
-    struct canned c = {0};
-    char *r = http_reply(500, "<html>gateway exploded</html>");
-    canned_start(&c, r, strlen(r));
-    struct kube_client *client = client_for(&c, 0);
-    struct kube_status st = {.retry_after_s = -1};
-    cr_assert_eq(kube_get(client, &KUBE_PODS, "default", "x", NULL, &st), KUBE_ESERVER);
-    cr_assert_eq(st.http_code, 500);
-    cr_assert_not_null(strstr(st.message, "gateway exploded"));
-    cr_assert_eq(c.connections, 3, "1 try + 2 retries");
+    if (k->call == CALL_WATCH)
+        cr_assert_eq(n, k->events, "%s: %d events", k->why ? k->why : "events delivered", n);
+    if (k->connections)
+        cr_assert_eq(c.connections, k->connections, "%s", k->why ? k->why : "connections");
+    if (k->http_code)
+        cr_assert_eq(st.http_code, k->http_code);
+    if (k->reason)
+        cr_assert_str_eq(st.reason, k->reason);
+    if (k->message_has)
+        cr_assert(st.message && strstr(st.message, k->message_has), "message: %s", st.message ? st.message : "(none)");
     kube_status_clear(&st);
     kube_client_free(client);
     canned_stop(&c);
     free(r);
 }
 
-Test(bad_server, connection_closed_without_answer, .timeout = 20)
-{
-    struct canned c = {0};
-    canned_start(&c, NULL, 0);
-    struct kube_client *client = client_for(&c, 0);
-    struct kube_status st = {.retry_after_s = -1};
-    cr_assert_eq(kube_get(client, &KUBE_PODS, "default", "x", NULL, &st), KUBE_ETRANSPORT);
-    cr_assert_not_null(st.message);
-    cr_assert_eq(c.connections, 3);
-    kube_status_clear(&st);
-    kube_client_free(client);
-    canned_stop(&c);
-}
+/* One test per case, so that each has its own verdict. */
+#define BAD_SERVER_CASE(name, ...)                                                                    \
+    Test(bad_server, name, .timeout = 60)                                                             \
+    {                                                                                                 \
+        static const struct bad_case k = {__VA_ARGS__};                                               \
+        run_case(&k);                                                                                 \
+    }
 
-Test(bad_server, watch_with_a_garbage_line, .timeout = 20)
-{
-    struct canned c = {0};
-    char *r = chunked_reply("{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"2\"}}}\n"
-                            "garbage garbage\n"
-                            "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"b\",\"resourceVersion\":\"3\"}}}\n");
-    canned_start(&c, r, strlen(r));
-    struct kube_client *client = client_for(&c, 0);
-    struct kube_watch_opts opts = {.resource_version = "1"};
-    int n = 0;
-    cr_assert_eq(kube_watch(client, &KUBE_PODS, "default", &opts, count_events, &n, NULL), KUBE_EDECODE);
-    cr_assert_eq(n, 1, "events before the garbage are delivered, none after");
-    kube_client_free(client);
-    canned_stop(&c);
-    free(r);
-}
+BAD_SERVER_CASE(body_that_is_not_json, .call = CALL_GET, .body = "this is not json {", .code = 200,
+                .rc = KUBE_EDECODE)
 
-Test(bad_server, watch_cut_inside_an_event, .timeout = 20)
-{
-    struct canned c = {0};
-    char *r = chunked_reply("{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"2\"}}}\n"
-                            "{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{\"na");
-    canned_start(&c, r, strlen(r));
-    struct kube_client *client = client_for(&c, 0);
-    struct kube_watch_opts opts = {.resource_version = "1"};
-    int n = 0;
-    int rc = kube_watch(client, &KUBE_PODS, "default", &opts, count_events, &n, NULL);
-    cr_assert(rc == KUBE_ETRANSPORT || rc == KUBE_EDECODE, "got %s", error_str(rc));
-    cr_assert_eq(n, 1, "the half event is never delivered");
-    kube_client_free(client);
-    canned_stop(&c);
-    free(r);
-}
+BAD_SERVER_CASE(list_without_items_array, .call = CALL_LIST, .body = "{\"kind\":\"PodList\",\"items\":{\"a\":1}}",
+                .code = 200, .rc = KUBE_EDECODE)
 
-Test(bad_server, watch_line_over_the_cap, .timeout = 20)
-{
-    struct canned c = {0};
-    size_t big = 100000;
-    char *line = malloc(big + 64);
-    int len = snprintf(line, 64, "{\"type\":\"ADDED\",\"object\":{\"x\":\"");
-    memset(line + len, 'x', big);
-    strcpy(line + len + big, "\"}}\n");
-    char *r = chunked_reply(line);
-    free(line);
-    canned_start(&c, r, strlen(r));
-    struct kube_client *client = client_for(&c, 4096);
-    struct kube_watch_opts opts = {.resource_version = "1"};
-    int n = 0;
-    cr_assert_eq(kube_watch(client, &KUBE_PODS, "default", &opts, count_events, &n, NULL), KUBE_ETOOBIG);
-    cr_assert_eq(n, 0);
-    kube_client_free(client);
-    canned_stop(&c);
-    free(r);
-}
+BAD_SERVER_CASE(error_without_status_body, .call = CALL_GET, .body = "<html>gateway exploded</html>", .code = 500,
+                .rc = KUBE_ESERVER, .http_code = 500, .message_has = "gateway exploded", .connections = 3,
+                .why = "1 try + 2 retries")
 
-Test(bad_server, watch_410_error_event, .timeout = 20)
-{
-    struct canned c = {0};
-    char *r = chunked_reply("{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},"
-                            "\"status\":\"Failure\",\"message\":\"The resourceVersion for the provided watch is too old.\","
-                            "\"reason\":\"Expired\",\"code\":410}}\n");
-    canned_start(&c, r, strlen(r));
-    struct kube_client *client = client_for(&c, 0);
-    struct kube_watch_opts opts = {.resource_version = "1"};
-    struct kube_status st = {.retry_after_s = -1};
-    int n = 0;
-    cr_assert_eq(kube_watch(client, &KUBE_PODS, "default", &opts, count_events, &n, &st), KUBE_EGONE);
-    cr_assert_eq(st.http_code, 410);
-    cr_assert_str_eq(st.reason, "Expired");
-    kube_status_clear(&st);
-    kube_client_free(client);
-    canned_stop(&c);
-    free(r);
-}
+BAD_SERVER_CASE(connection_closed_without_answer, .call = CALL_GET, .body = NULL, .rc = KUBE_ETRANSPORT,
+                .message_has = "", .connections = 3, .why = "1 try + 2 retries")
+
+BAD_SERVER_CASE(watch_with_a_garbage_line, .call = CALL_WATCH,
+                .body = "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"2\"}}}\n"
+                        "garbage garbage\n"
+                        "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"b\",\"resourceVersion\":\"3\"}}}\n",
+                .rc = KUBE_EDECODE, .events = 1, .why = "events before the garbage are delivered, none after")
+
+BAD_SERVER_CASE(watch_cut_inside_an_event, .call = CALL_WATCH,
+                .body = "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"2\"}}}\n"
+                        "{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{\"na",
+                .rc = KUBE_ETRANSPORT, .rc_too = KUBE_EDECODE, .events = 1, .why = "the half event is never delivered")
+
+BAD_SERVER_CASE(watch_line_over_the_cap, .call = CALL_WATCH, .body = "", .filler = 100000, .max_line = 4096,
+                .rc = KUBE_ETOOBIG, .events = 0)
+
+BAD_SERVER_CASE(watch_410_error_event, .call = CALL_WATCH,
+                .body = "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},"
+                        "\"status\":\"Failure\",\"message\":\"The resourceVersion for the provided watch is too old.\","
+                        "\"reason\":\"Expired\",\"code\":410}}\n",
+                .rc = KUBE_EGONE, .events = 0, .http_code = 410, .reason = "Expired")

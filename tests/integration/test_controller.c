@@ -12,116 +12,68 @@
 #include "mpijob/controller.h"
 #include "mpijob/status.h"
 #include "support/apiserver.h"
+#include "support/controller_env.h"
+#include "support/deadline.h"
 #include "support/kube_test.h"
+#include "support/kube_wait.h"
+#include "support/request_log.h"
 #include "util/clock.h"
 #include "util/json.h"
 
-static struct test_apiserver srv;
-static struct kube_client *admin, *operator_client;
-static struct event_recorder *recorder;
-static struct controller *ctl;
+static struct test_controller_env env;
 
-#define REQUIRE_DOUBLE()                                                                              \
-    do {                                                                                              \
-        if (!srv.is_double)                                                                           \
-            cr_skip_test("needs the API-server double (request log)");                                \
-    } while (0)
+/* How long a wait on the controller may take: generous, for a busy machine (scaled). */
+#define WAIT_MS 60000
 
-static struct kube_client *new_client(void) { return test_kube_client(&srv, NULL); }
+#define REQUIRE_DOUBLE() TEST_REQUIRE_DOUBLE(&env.srv, "request log")
 
-static void setup(void)
-{
-    cr_assert_eq(test_apiserver_start(&srv), 0);
-    admin = new_client();
-    operator_client = test_operator_client(&srv, NULL);
-    cr_assert_eq(event_recorder_new(operator_client, "mpijob-operator", NULL, &recorder), 0);
-}
+static void setup(void) { test_controller_env_start(&env); }
+static void teardown(void) { test_controller_env_stop(&env); }
 
-static void start_controller(void)
-{
-    struct controller_config cfg = {.client = operator_client, .threads = 2, .events = recorder};
-    cr_assert_eq(controller_start(&cfg, &ctl), 0);
-}
-
-static void teardown(void)
-{
-    controller_stop(ctl);
-    ctl = NULL;
-    event_recorder_free(recorder);
-    kube_client_free(operator_client);
-    kube_client_free(admin);
-    test_apiserver_stop(&srv);
-}
-
-static const char *JOB =
-    "{\"apiVersion\":\"kubeflow.org/v2beta1\",\"kind\":\"MPIJob\",\"metadata\":{\"name\":\"%s\"},\"spec\":{"
-    "\"slotsPerWorker\":1,%s\"mpiReplicaSpecs\":{"
-    "\"Launcher\":{\"replicas\":1,\"template\":{\"spec\":{\"containers\":[{\"name\":\"launcher\",\"image\":\"w\","
-    "\"command\":[\"mpirun\",\"-np\",\"2\",\"mpijob-worker\",\"train\"]}]}}},"
-    "\"Worker\":{\"replicas\":2,\"template\":{\"spec\":{\"containers\":[{\"name\":\"worker\",\"image\":\"w\"}]}}}}}}";
+static void start_controller(void) { test_controller_env_run(&env, 2, NULL); }
 
 static void create_job(const char *name, const char *extra_spec)
 {
-    char text[4096];
-    snprintf(text, sizeof(text), JOB, name, extra_spec ? extra_spec : "");
-    cJSON *job = cJSON_Parse(text);
-    cr_assert_not_null(job);
-    cr_assert_eq(kube_create(admin, &MPIJOB_RESOURCE_V2BETA1, "default", job, NULL, NULL), 0);
+    cJSON *job = test_mpijob(name, extra_spec);
+    cr_assert_eq(kube_create(env.admin, &MPIJOB_RESOURCE_V2BETA1, "default", job, NULL, NULL), 0);
     cJSON_Delete(job);
 }
 
-static cJSON *get_job(const char *name)
-{
-    cJSON *out = NULL;
-    kube_get(admin, &MPIJOB_RESOURCE_V2BETA1, "default", name, &out, NULL);
-    return out;
-}
+static cJSON *get_job(const char *name) { return test_kube_get(env.admin, &MPIJOB_RESOURCE_V2BETA1, "default", name); }
 
 static bool condition_true(const char *job_name, const char *type, const char *reason)
 {
     cJSON *job = get_job(job_name);
-    bool found = false;
-    cJSON *c;
-    cJSON_ArrayForEach(c, json_path(job, "status.conditions")) {
-        const char *t = json_string(c, "type"), *s = json_string(c, "status"), *r = json_string(c, "reason");
-        if (t && s && strcmp(t, type) == 0 && strcmp(s, "True") == 0 && (!reason || (r && strcmp(r, reason) == 0)))
-            found = true;
-    }
+    bool found = test_kube_has_condition(job, type, NULL, reason);
     cJSON_Delete(job);
     return found;
 }
 
-static bool wait_condition(const char *job_name, const char *type, const char *reason, uint64_t ms)
+static bool wait_condition(const char *job_name, const char *type, const char *reason)
 {
-    uint64_t end = clock_now_ms() + ms;
-    while (clock_now_ms() < end) {
-        if (condition_true(job_name, type, reason))
-            return true;
-        clock_sleep_ms(50);
-    }
-    return condition_true(job_name, type, reason);
+    return test_kube_wait_condition(env.admin, &MPIJOB_RESOURCE_V2BETA1, "default", job_name, type, NULL, reason,
+                                    WAIT_MS);
 }
 
 static bool exists(const struct kube_resource *res, const char *name)
 {
-    return kube_get(admin, res, "default", name, NULL, NULL) == 0;
+    return test_kube_exists(env.admin, res, "default", name);
 }
 
-static bool wait_exists(const struct kube_resource *res, const char *name, uint64_t ms)
+static bool wait_exists(const struct kube_resource *res, const char *name)
 {
-    uint64_t end = clock_now_ms() + ms;
-    while (clock_now_ms() < end) {
-        if (exists(res, name))
-            return true;
-        clock_sleep_ms(50);
-    }
-    return exists(res, name);
+    return test_kube_wait_exists(env.admin, res, "default", name, WAIT_MS);
+}
+
+static bool wait_gone(const struct kube_resource *res, const char *name)
+{
+    return test_kube_wait_gone(env.admin, res, "default", name, WAIT_MS);
 }
 
 /* The writes (create/update/patch/delete) of the log, as "verb resource/name". */
 static char *writes(void)
 {
-    cJSON *log = test_apiserver_log(&srv, 0);
+    cJSON *log = test_apiserver_log(&env.srv, 0);
     static char out[8192];
     out[0] = 0;
     cJSON *e;
@@ -149,7 +101,7 @@ static char *writes(void)
 static void set_pod_running(const char *name)
 {
     struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE, .subresource = "status"};
-    cr_assert_eq(kube_patch(admin, &KUBE_PODS, "default", name,
+    cr_assert_eq(kube_patch(env.admin, &KUBE_PODS, "default", name,
                             "{\"status\":{\"phase\":\"Running\",\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}",
                             &po, NULL, NULL), 0, "pod %s", name);
 }
@@ -160,7 +112,7 @@ static void start_launcher_pod(const char *job_name)
     char lname[128];
     snprintf(lname, sizeof(lname), "%s-launcher", job_name);
     cJSON *lj = NULL;
-    cr_assert_eq(kube_get(admin, &KUBE_JOBS, "default", lname, &lj, NULL), 0);
+    cr_assert_eq(kube_get(env.admin, &KUBE_JOBS, "default", lname, &lj, NULL), 0);
     char text[2048];
     snprintf(text, sizeof(text),
              "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"%s-abcde\",\"labels\":{"
@@ -171,7 +123,7 @@ static void start_launcher_pod(const char *job_name)
              lname, job_name, lname, json_string(lj, "metadata.uid"));
     cJSON_Delete(lj);
     cJSON *pod = cJSON_Parse(text);
-    cr_assert_eq(kube_create(admin, &KUBE_PODS, "default", pod, NULL, NULL), 0);
+    cr_assert_eq(kube_create(env.admin, &KUBE_PODS, "default", pod, NULL, NULL), 0);
     cJSON_Delete(pod);
     char pname[160];
     snprintf(pname, sizeof(pname), "%s-abcde", lname);
@@ -182,22 +134,48 @@ static void set_launcher_job_condition(const char *job_name, const char *type, c
 {
     char lname[128];
     snprintf(lname, sizeof(lname), "%s-launcher", job_name);
-    test_finish_job(admin, "default", lname, type, reason);
+    test_finish_job(env.admin, "default", lname, type, reason);
 }
 
-TestSuite(controller, .init = setup, .fini = teardown, .timeout = 90);
+TestSuite(controller, .init = setup, .fini = teardown, .timeout = 240);
 
 /* Starts the controller, creates the job, and waits until its launcher Job exists and it is
- * Created, then a moment more for the status write that follows. */
+ * Created (the status is written before the objects are made, the launcher last). */
 static void start_created(const char *name)
 {
     char launcher[96];
     snprintf(launcher, sizeof(launcher), "%s-launcher", name);
     start_controller();
     create_job(name, NULL);
-    cr_assert(wait_exists(&KUBE_JOBS, launcher, 10000), "launcher Job created");
-    cr_assert(wait_condition(name, "Created", "MPIJobCreated", 5000));
-    clock_sleep_ms(300);
+    cr_assert(wait_exists(&KUBE_JOBS, launcher), "launcher Job created");
+    cr_assert(wait_condition(name, "Created", "MPIJobCreated"));
+}
+
+/* The ConfigMap's data[key] contains every one of the NULL-terminated texts in `has` and none
+ * of those in `lacks` (either may be NULL). */
+struct config_data {
+    const char *key;
+    const char *const *has, *const *lacks;
+};
+
+static bool config_data_check(const cJSON *cm, const void *arg)
+{
+    const struct config_data *w = arg;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(cm, "data"), w->key);
+    if (!cJSON_IsString(v))
+        return false;
+    for (const char *const *t = w->has; t && *t; t++)
+        if (!strstr(v->valuestring, *t))
+            return false;
+    for (const char *const *t = w->lacks; t && *t; t++)
+        if (strstr(v->valuestring, *t))
+            return false;
+    return true;
+}
+
+static bool wait_config_data(const char *configmap, const struct config_data *w)
+{
+    return test_kube_wait(env.admin, &KUBE_CONFIGMAPS, "default", configmap, w->key, config_data_check, w, WAIT_MS);
 }
 
 static void check_creation_order(void)
@@ -227,12 +205,12 @@ Test(controller, creates_every_object_in_order_then_follows_the_job_to_success)
 {
     start_created("pi");
     /* The order of the creates, which the double's request log shows. */
-    if (srv.is_double)
+    if (env.srv.is_double)
         check_creation_order();
 
     /* Every object is controlled by the job and labelled. */
     cJSON *pod = NULL;
-    cr_assert_eq(kube_get(admin, &KUBE_PODS, "default", "pi-worker-1", &pod, NULL), 0);
+    cr_assert_eq(kube_get(env.admin, &KUBE_PODS, "default", "pi-worker-1", &pod, NULL), 0);
     cr_assert_str_eq(json_string(cJSON_GetArrayItem(json_path(pod, "metadata.ownerReferences"), 0), "kind"), "MPIJob");
     cr_assert_str_eq(cJSON_GetObjectItem(json_path(pod, "metadata.labels"), "training.kubeflow.org/job-role")->valuestring,
                      "worker");
@@ -241,25 +219,14 @@ Test(controller, creates_every_object_in_order_then_follows_the_job_to_success)
     set_pod_running("pi-worker-0");
     set_pod_running("pi-worker-1");
     start_launcher_pod("pi");
-    cr_assert(wait_condition("pi", "Running", "MPIJobRunning", 10000), "Running when launcher and workers run");
+    cr_assert(wait_condition("pi", "Running", "MPIJobRunning"), "Running when launcher and workers run");
     /* discover_hosts.sh follows the Running workers (Horovod elastic). */
-    uint64_t until = clock_now_ms() + 5000;
-    bool listed = false;
-    while (!listed && clock_now_ms() < until) {
-        cJSON *cm = NULL;
-        if (kube_get(admin, &KUBE_CONFIGMAPS, "default", "pi-config", &cm, NULL) == 0) {
-            const cJSON *script = cJSON_GetObjectItem(cJSON_GetObjectItem(cm, "data"), "discover_hosts.sh");
-            listed = cJSON_IsString(script) && strstr(script->valuestring, "echo pi-worker-0.pi.default.svc\n") &&
-                     strstr(script->valuestring, "echo pi-worker-1.pi.default.svc\n");
-        }
-        cJSON_Delete(cm);
-        if (!listed)
-            clock_sleep_ms(50);
-    }
-    cr_assert(listed, "discover_hosts.sh lists both Running workers");
+    static const char *const both[] = {"echo pi-worker-0.pi.default.svc\n", "echo pi-worker-1.pi.default.svc\n", NULL};
+    struct config_data listed = {.key = "discover_hosts.sh", .has = both};
+    cr_assert(wait_config_data("pi-config", &listed), "discover_hosts.sh lists both Running workers");
 
     set_launcher_job_condition("pi", "Complete", "");
-    cr_assert(wait_condition("pi", "Succeeded", "MPIJobSucceeded", 10000));
+    cr_assert(wait_condition("pi", "Succeeded", "MPIJobSucceeded"));
     cJSON *job = get_job("pi");
     cr_assert_not_null(json_string(job, "status.completionTime"));
     cr_assert_str_eq(json_string(job, "status.state"), "Succeeded", "the STATE column");
@@ -269,29 +236,16 @@ Test(controller, creates_every_object_in_order_then_follows_the_job_to_success)
                      "Succeeded", "the latest condition is last");
     cJSON_Delete(job);
     /* cleanPodPolicy Running (the default): the Running workers are deleted */
-    uint64_t end = clock_now_ms() + 10000;
-    while (clock_now_ms() < end && (exists(&KUBE_PODS, "pi-worker-0") || exists(&KUBE_PODS, "pi-worker-1")))
-        clock_sleep_ms(50);
-    cr_assert(!exists(&KUBE_PODS, "pi-worker-0") && !exists(&KUBE_PODS, "pi-worker-1"));
+    cr_assert(wait_gone(&KUBE_PODS, "pi-worker-0") && wait_gone(&KUBE_PODS, "pi-worker-1"));
 }
 
 /* replicaStatuses.*.active counts pods in phase Running, as the reference operator does: created
  * but Pending workers and launcher are not active yet. */
-static bool wait_active(const char *job_name, const char *role, long long want, uint64_t ms)
+static bool wait_active(const char *job_name, const char *role, long long want)
 {
     char path[64];
     snprintf(path, sizeof(path), "status.replicaStatuses.%s.active", role);
-    uint64_t end = clock_now_ms() + ms;
-    for (;;) {
-        cJSON *job = get_job(job_name);
-        long long have = json_int(job, path, 0);
-        cJSON_Delete(job);
-        if (have == want)
-            return true;
-        if (clock_now_ms() > end)
-            return false;
-        clock_sleep_ms(50);
-    }
+    return test_kube_wait_int(env.admin, &MPIJOB_RESOURCE_V2BETA1, "default", job_name, path, want, WAIT_MS);
 }
 
 Test(controller, active_counts_running_pods_not_pending_ones)
@@ -301,11 +255,11 @@ Test(controller, active_counts_running_pods_not_pending_ones)
     cr_assert_eq(json_int(job, "status.replicaStatuses.Worker.active", 0), 0, "two Pending workers are not active");
     cJSON_Delete(job);
     set_pod_running("act-worker-0");
-    cr_assert(wait_active("act", "Worker", 1, 5000), "one Running worker is active");
+    cr_assert(wait_active("act", "Worker", 1), "one Running worker is active");
     set_pod_running("act-worker-1");
-    cr_assert(wait_active("act", "Worker", 2, 5000), "two Running workers are active");
+    cr_assert(wait_active("act", "Worker", 2), "two Running workers are active");
     start_launcher_pod("act");
-    cr_assert(wait_active("act", "Launcher", 1, 5000), "the Running launcher is active");
+    cr_assert(wait_active("act", "Launcher", 1), "the Running launcher is active");
 }
 
 /* Counts are recomputed after cleanup: a finished job whose Running workers were deleted
@@ -314,28 +268,18 @@ Test(controller, a_finished_job_shows_its_cleaned_up_workers_gone)
 {
     start_controller();
     create_job("gone", NULL);
-    cr_assert(wait_exists(&KUBE_JOBS, "gone-launcher", 10000), "launcher Job created");
+    cr_assert(wait_exists(&KUBE_JOBS, "gone-launcher"), "launcher Job created");
     set_pod_running("gone-worker-0");
     set_pod_running("gone-worker-1");
     start_launcher_pod("gone");
-    cr_assert(wait_condition("gone", "Running", "MPIJobRunning", 10000));
-    cr_assert(wait_active("gone", "Worker", 2, 5000));
+    cr_assert(wait_condition("gone", "Running", "MPIJobRunning"));
+    cr_assert(wait_active("gone", "Worker", 2));
     set_launcher_job_condition("gone", "Complete", "CompletionsReached");
-    cr_assert(wait_condition("gone", "Succeeded", "MPIJobSucceeded", 10000));
-    cr_assert(wait_active("gone", "Worker", 0, 10000), "the deleted workers are not active any more");
-    uint64_t end = clock_now_ms() + 5000;
-    const char *column = NULL;
-    cJSON *job = NULL;
-    while (clock_now_ms() < end) {
-        cJSON_Delete(job);
-        job = get_job("gone");
-        column = json_string(job, "status.workers");
-        if (column && strcmp(column, "0/2") == 0)
-            break;
-        clock_sleep_ms(50);
-    }
-    cr_assert(column && strcmp(column, "0/2") == 0, "WORKERS column: %s", column ? column : "(none)");
-    cJSON_Delete(job);
+    cr_assert(wait_condition("gone", "Succeeded", "MPIJobSucceeded"));
+    cr_assert(wait_active("gone", "Worker", 0), "the deleted workers are not active any more");
+    cr_assert(test_kube_wait_string(env.admin, &MPIJOB_RESOURCE_V2BETA1, "default", "gone", "status.workers", "0/2",
+                                    WAIT_MS),
+              "WORKERS column");
 }
 
 /* Plays the kubelet for a worker whose image cannot be pulled. */
@@ -348,7 +292,12 @@ static void set_pod_pull_failing(const char *name, const char *reason, const cha
              "\"mpijob-worker:nope\",\"imageID\":\"\",\"ready\":false,\"restartCount\":0,\"started\":false,"
              "\"state\":{\"waiting\":{\"reason\":\"%s\",\"message\":\"%s\"}}}]}}",
              reason, message);
-    cr_assert_eq(kube_patch(admin, &KUBE_PODS, "default", name, text, &po, NULL, NULL), 0, "pod %s", name);
+    cr_assert_eq(kube_patch(env.admin, &KUBE_PODS, "default", name, text, &po, NULL, NULL), 0, "pod %s", name);
+}
+
+static bool has_running_condition(const cJSON *job, const void *arg)
+{
+    return mpijob_status_condition(cJSON_GetObjectItem(job, "status"), "Running") != NULL;
 }
 
 /* A worker whose image cannot be pulled shows on the MPIJob: Running False with the kubelet's
@@ -358,22 +307,10 @@ Test(controller, a_pull_failure_shows_on_the_job)
     start_created("pull");
     set_pod_pull_failing("pull-worker-1", "ErrImagePull",
                          "failed to pull and unpack image \\\"docker.io/library/mpijob-worker:nope\\\": not found");
-    uint64_t end = clock_now_ms() + 10000;
-    const cJSON *cond = NULL;
-    cJSON *job = NULL;
-    while (clock_now_ms() < end) {
-        cJSON_Delete(job);
-        job = get_job("pull");
-        cJSON *c;
-        cond = NULL;
-        cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(job, "status"),
-                                                              "conditions"))
-            if (strcmp(json_string(c, "type"), "Running") == 0)
-                cond = c;
-        if (cond)
-            break;
-        clock_sleep_ms(50);
-    }
+    cr_assert(test_kube_wait(env.admin, &MPIJOB_RESOURCE_V2BETA1, "default", "pull", "a Running condition",
+                             has_running_condition, NULL, WAIT_MS));
+    cJSON *job = get_job("pull");
+    const cJSON *cond = mpijob_status_condition(cJSON_GetObjectItem(job, "status"), "Running");
     cr_assert_not_null(cond, "no Running condition");
     cr_expect_str_eq(json_string(cond, "status"), "False");
     cr_expect_str_eq(json_string(cond, "reason"), "ImagePullBackOff");
@@ -382,9 +319,12 @@ Test(controller, a_pull_failure_shows_on_the_job)
                   strstr(msg, "not found"), "message: %s", msg);
     cr_expect_str_eq(json_string(job, "status.state"), "Created", "STATE stays the last true condition");
     cJSON_Delete(job);
-    /* The kubelet's back-off message names nothing new: the condition keeps naming the image. */
+    /* The kubelet's back-off message names nothing new: the condition keeps naming the image.
+     * Then the other worker runs: once the job counts it, the controller has seen the back-off
+     * too (the same watch of pods, in order) and written the status it decides with both. */
     set_pod_pull_failing("pull-worker-1", "ImagePullBackOff", "Back-off pulling image \\\"mpijob-worker:nope\\\"");
-    clock_sleep_ms(500);
+    set_pod_running("pull-worker-0");
+    cr_assert(wait_active("pull", "Worker", 1));
     job = get_job("pull");
     cJSON *c;
     cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(job, "status"), "conditions"))
@@ -395,16 +335,16 @@ Test(controller, a_pull_failure_shows_on_the_job)
     set_pod_running("pull-worker-0");
     set_pod_running("pull-worker-1");
     start_launcher_pod("pull");
-    cr_assert(wait_condition("pull", "Running", "MPIJobRunning", 10000));
+    cr_assert(wait_condition("pull", "Running", "MPIJobRunning"));
 }
 
 Test(controller, launcher_failure_fails_the_job_with_its_reason)
 {
     start_controller();
     create_job("bad", NULL);
-    cr_assert(wait_exists(&KUBE_JOBS, "bad-launcher", 10000));
+    cr_assert(wait_exists(&KUBE_JOBS, "bad-launcher"));
     set_launcher_job_condition("bad", "Failed", "BackoffLimitExceeded");
-    cr_assert(wait_condition("bad", "Failed", NULL, 10000));
+    cr_assert(wait_condition("bad", "Failed", NULL));
     cJSON *job = get_job("bad");
     cr_assert_not_null(json_string(job, "status.completionTime"));
     cJSON_Delete(job);
@@ -415,7 +355,7 @@ Test(controller, invalid_spec_fails_with_every_bad_field_and_an_event)
     start_controller();
     /* Problems the CRD schema lets through and only the operator's validation catches. */
     create_job("inv", "\"networking\":{\"transport\":\"RDMA\",\"interface\":\"eth/0\",\"rdma\":{\"hca\":\"mlx5 0\"}},");
-    cr_assert(wait_condition("inv", "Failed", "InvalidSpec", 10000));
+    cr_assert(wait_condition("inv", "Failed", "InvalidSpec"));
     cJSON *job = get_job("inv");
     const cJSON *c = cJSON_GetArrayItem(json_path(job, "status.conditions"), 0);
     const char *msg = json_string(c, "message");
@@ -423,25 +363,32 @@ Test(controller, invalid_spec_fails_with_every_bad_field_and_an_event)
     cr_assert_not_null(strstr(msg, "spec.networking.interface"), "%s", msg);
     cJSON_Delete(job);
     cr_assert(!exists(&KUBE_SERVICES, "inv"), "nothing is created for an invalid job");
-    event_recorder_flush(recorder);
+    event_recorder_flush(env.recorder);
     struct kube_list_opts lo = {.field_selector = "reason=InvalidSpec"};
     cJSON *items = NULL;
-    cr_assert_eq(kube_list_all(admin, &KUBE_EVENTS, "default", &lo, &items, NULL, NULL), 0);
+    cr_assert_eq(kube_list_all(env.admin, &KUBE_EVENTS, "default", &lo, &items, NULL, NULL), 0);
     cr_assert_geq(cJSON_GetArraySize(items), 1, "a Warning event InvalidSpec");
     cJSON_Delete(items);
 }
 
+/* With one reconcile thread the jobs are taken in the order of their watch events: once ours has
+ * its launcher, the foreign job created before it has had its turn. */
 Test(controller, foreign_managed_by_gets_not_a_single_request)
 {
     REQUIRE_DOUBLE();
-    start_controller();
+    test_controller_env_run(&env, 1, NULL);
     create_job("theirs", "\"runPolicy\":{\"managedBy\":\"kueue.x-k8s.io/multikueue\"},");
     create_job("ours", NULL);
-    cr_assert(wait_exists(&KUBE_JOBS, "ours-launcher", 10000));
-    clock_sleep_ms(500);
+    cr_assert(wait_exists(&KUBE_JOBS, "ours-launcher"));
     char *w = writes();
     cr_assert_null(strstr(w, "theirs-"), "no object for the foreign job:\n%s", w);
     cr_assert_null(strstr(w, "mpijobs/status/theirs"), "no status write for the foreign job:\n%s", w);
+}
+
+static bool first_condition_resource_exists(const cJSON *job, const void *arg)
+{
+    const char *reason = json_string(cJSON_GetArrayItem(json_path(job, "status.conditions"), 0), "reason");
+    return reason && strcmp(reason, "ErrResourceExists") == 0;
 }
 
 Test(controller, an_object_with_our_name_that_is_not_ours_is_left_alone)
@@ -450,22 +397,15 @@ Test(controller, an_object_with_our_name_that_is_not_ours_is_left_alone)
                      "\"training.kubeflow.org/operator-name\":\"mpijob-operator\",\"training.kubeflow.org/job-name\":"
                      "\"taken\"}},\"data\":{\"mine\":\"yes\"}}";
     cJSON *obj = cJSON_Parse(cm);
-    cr_assert_eq(kube_create(admin, &KUBE_CONFIGMAPS, "default", obj, NULL, NULL), 0);
+    cr_assert_eq(kube_create(env.admin, &KUBE_CONFIGMAPS, "default", obj, NULL, NULL), 0);
     cJSON_Delete(obj);
     start_controller();
     create_job("taken", NULL);
-    uint64_t end = clock_now_ms() + 10000;
-    bool reported = false;
-    while (clock_now_ms() < end && !reported) {
-        cJSON *job = get_job("taken");
-        const char *reason = json_string(cJSON_GetArrayItem(json_path(job, "status.conditions"), 0), "reason");
-        reported = reason && strcmp(reason, "ErrResourceExists") == 0;
-        cJSON_Delete(job);
-        clock_sleep_ms(50);
-    }
-    cr_assert(reported, "condition says ErrResourceExists");
+    cr_assert(test_kube_wait(env.admin, &MPIJOB_RESOURCE_V2BETA1, "default", "taken", "ErrResourceExists",
+                             first_condition_resource_exists, NULL, WAIT_MS),
+              "condition says ErrResourceExists");
     cJSON *have = NULL;
-    cr_assert_eq(kube_get(admin, &KUBE_CONFIGMAPS, "default", "taken-config", &have, NULL), 0);
+    cr_assert_eq(kube_get(env.admin, &KUBE_CONFIGMAPS, "default", "taken-config", &have, NULL), 0);
     cr_assert_str_eq(json_string(have, "data.mine"), "yes", "untouched");
     cJSON_Delete(have);
     cr_assert(!exists(&KUBE_PODS, "taken-worker-0"), "no further objects");
@@ -479,31 +419,28 @@ static void fail_pod(const char *name, bool evicted)
         ? "{\"status\":{\"phase\":\"Failed\",\"reason\":\"Evicted\",\"message\":\"The node was low on resource: memory.\"}}"
         : "{\"status\":{\"phase\":\"Failed\",\"containerStatuses\":[{\"name\":\"worker\",\"state\":{\"terminated\":"
           "{\"exitCode\":137,\"reason\":\"OOMKilled\"}}}]}}";
-    cr_assert_eq(kube_patch(admin, &KUBE_PODS, "default", name, patch, &po, NULL, NULL), 0);
+    cr_assert_eq(kube_patch(env.admin, &KUBE_PODS, "default", name, patch, &po, NULL, NULL), 0);
 }
 
 static char *pod_uid(const char *name)
 {
     cJSON *pod = NULL;
-    if (kube_get(admin, &KUBE_PODS, "default", name, &pod, NULL) != 0)
+    if (kube_get(env.admin, &KUBE_PODS, "default", name, &pod, NULL) != 0)
         return NULL;
     char *uid = strdup(json_string(pod, "metadata.uid"));
     cJSON_Delete(pod);
     return uid;
 }
 
-static bool wait_recreated(const char *name, const char *old_uid, uint64_t ms)
+static bool has_other_uid(const cJSON *pod, const void *old_uid)
 {
-    uint64_t end = clock_now_ms() + ms;
-    while (clock_now_ms() < end) {
-        char *uid = pod_uid(name);
-        bool fresh = uid && strcmp(uid, old_uid) != 0;
-        free(uid);
-        if (fresh)
-            return true;
-        clock_sleep_ms(50);
-    }
-    return false;
+    const char *uid = json_string(pod, "metadata.uid");
+    return uid && strcmp(uid, old_uid) != 0;
+}
+
+static bool wait_recreated(const char *name, const char *old_uid)
+{
+    return test_kube_wait(env.admin, &KUBE_PODS, "default", name, "a new uid", has_other_uid, old_uid, WAIT_MS);
 }
 
 static bool launcher_suspended(const char *job_name)
@@ -511,29 +448,35 @@ static bool launcher_suspended(const char *job_name)
     char lname[128];
     snprintf(lname, sizeof(lname), "%s-launcher", job_name);
     cJSON *lj = NULL;
-    if (kube_get(admin, &KUBE_JOBS, "default", lname, &lj, NULL) != 0)
+    if (kube_get(env.admin, &KUBE_JOBS, "default", lname, &lj, NULL) != 0)
         return false;
     bool s = json_bool(lj, "spec.suspend", false);
     cJSON_Delete(lj);
     return s;
 }
 
+static bool suspend_is(const cJSON *lj, const void *want)
+{
+    return lj && json_bool(lj, "spec.suspend", false) == *(const bool *)want;
+}
+
+static bool wait_launcher_suspended(const char *job_name, bool suspended)
+{
+    char lname[128];
+    snprintf(lname, sizeof(lname), "%s-launcher", job_name);
+    return test_kube_wait(env.admin, &KUBE_JOBS, "default", lname, suspended ? "suspended" : "not suspended",
+                          suspend_is, &suspended, WAIT_MS);
+}
+
 static void set_suspend(const char *job_name, bool suspend)
 {
     struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE};
-    cr_assert_eq(kube_patch(admin, &MPIJOB_RESOURCE_V2BETA1, "default", job_name,
+    cr_assert_eq(kube_patch(env.admin, &MPIJOB_RESOURCE_V2BETA1, "default", job_name,
                             suspend ? "{\"spec\":{\"runPolicy\":{\"suspend\":true}}}"
                                     : "{\"spec\":{\"runPolicy\":{\"suspend\":false}}}",
                             &po, NULL, NULL), 0);
 }
 
-static bool wait_gone(const struct kube_resource *res, const char *name, uint64_t ms)
-{
-    uint64_t end = clock_now_ms() + ms;
-    while (clock_now_ms() < end && exists(res, name))
-        clock_sleep_ms(50);
-    return !exists(res, name);
-}
 
 /* Under restartPolicy OnFailure the kubelet restarts the launcher's container in its pod, and
  * the Job controller deletes that pod when the Job fails: the launcher's last words must be read
@@ -542,7 +485,7 @@ Test(controller, launcher_restart_message_outlives_the_launcher_pod)
 {
     start_controller();
     create_job("lr", NULL);
-    cr_assert(wait_exists(&KUBE_JOBS, "lr-launcher", 10000));
+    cr_assert(wait_exists(&KUBE_JOBS, "lr-launcher"));
     set_pod_running("lr-worker-0");
     set_pod_running("lr-worker-1");
     start_launcher_pod("lr");
@@ -555,8 +498,8 @@ Test(controller, launcher_restart_message_outlives_the_launcher_pod)
         "\"mpijob-worker train: rank 0: RDMA requested but no usable device: no devices found\\n"
         "--------------------------------------------------------------------------\\n"
         "mpirun detected that one or more processes exited with non-zero status\\n\\n  Exit code:    1\\n\"}}}]}}";
-    cr_assert_eq(kube_patch(admin, &KUBE_PODS, "default", "lr-launcher-abcde", restarted, &po, NULL, NULL), 0);
-    cr_assert(wait_condition("lr", "Restarting", "MPIJobRestarting", 10000));
+    cr_assert_eq(kube_patch(env.admin, &KUBE_PODS, "default", "lr-launcher-abcde", restarted, &po, NULL, NULL), 0);
+    cr_assert(wait_condition("lr", "Restarting", "MPIJobRestarting"));
     cJSON *job = get_job("lr");
     const char *msg = json_string(mpijob_status_condition(cJSON_GetObjectItem(job, "status"), "Restarting"), "message");
     cr_assert_not_null(strstr(msg, "launcher pod lr-launcher-abcde failed (Error): container launcher exited with "
@@ -566,10 +509,10 @@ Test(controller, launcher_restart_message_outlives_the_launcher_pod)
     cJSON_Delete(job);
 
     /* The Job controller gives up: the pod goes first, then the Job turns Failed. */
-    cr_assert_eq(kube_delete(admin, &KUBE_PODS, "default", "lr-launcher-abcde", NULL, NULL, NULL), 0);
-    cr_assert(wait_gone(&KUBE_PODS, "lr-launcher-abcde", 10000));
+    cr_assert_eq(kube_delete(env.admin, &KUBE_PODS, "default", "lr-launcher-abcde", NULL, NULL, NULL), 0);
+    cr_assert(wait_gone(&KUBE_PODS, "lr-launcher-abcde"));
     set_launcher_job_condition("lr", "Failed", "BackoffLimitExceeded");
-    cr_assert(wait_condition("lr", "Failed", NULL, 10000));
+    cr_assert(wait_condition("lr", "Failed", NULL));
     job = get_job("lr");
     msg = json_string(mpijob_status_condition(cJSON_GetObjectItem(job, "status"), "Failed"), "message");
     cr_assert_not_null(strstr(msg, "MPIJob default/lr has failed: from the test: launcher pod lr-launcher-abcde failed (Error)"), "%s",
@@ -586,13 +529,13 @@ Test(controller, failed_worker_is_replaced_and_the_job_restarts)
 {
     start_controller();
     create_job("rs", NULL);
-    cr_assert(wait_exists(&KUBE_JOBS, "rs-launcher", 10000));
+    cr_assert(wait_exists(&KUBE_JOBS, "rs-launcher"));
     set_pod_running("rs-worker-0");
     set_pod_running("rs-worker-1");
     char *uid = pod_uid("rs-worker-1");
     fail_pod("rs-worker-1", false);
-    cr_assert(wait_condition("rs", "Restarting", "MPIJobRestarting", 10000));
-    cr_assert(wait_recreated("rs-worker-1", uid, 10000), "the failed worker is recreated");
+    cr_assert(wait_condition("rs", "Restarting", "MPIJobRestarting"));
+    cr_assert(wait_recreated("rs-worker-1", uid), "the failed worker is recreated");
     free(uid);
     cJSON *job = get_job("rs");
     const char *msg = json_string(mpijob_status_condition(cJSON_GetObjectItem(job, "status"), "Restarting"), "message");
@@ -605,12 +548,12 @@ Test(controller, evictions_past_the_backoff_limit_fail_the_job_and_clean_up)
 {
     start_controller();
     create_job("ev", "\"runPolicy\":{\"backoffLimit\":0,\"cleanPodPolicy\":\"All\"},");
-    cr_assert(wait_exists(&KUBE_JOBS, "ev-launcher", 10000));
-    cr_assert(wait_exists(&KUBE_PODS, "ev-worker-1", 10000));
+    cr_assert(wait_exists(&KUBE_JOBS, "ev-launcher"));
+    cr_assert(wait_exists(&KUBE_PODS, "ev-worker-1"));
     set_pod_running("ev-worker-0");
     fail_pod("ev-worker-1", true);
-    cr_assert(wait_condition("ev", "Failed", "MPIJobEvicted", 10000));
-    cr_assert(wait_gone(&KUBE_PODS, "ev-worker-0", 10000), "cleanPodPolicy All removes every worker");
+    cr_assert(wait_condition("ev", "Failed", "MPIJobEvicted"));
+    cr_assert(wait_gone(&KUBE_PODS, "ev-worker-0"), "cleanPodPolicy All removes every worker");
 }
 
 static int count_events(const char *reason);
@@ -624,7 +567,7 @@ static void bind_pod(const char *name)
     snprintf(body, sizeof(body),
              "{\"apiVersion\":\"v1\",\"kind\":\"Binding\",\"metadata\":{\"name\":\"%s\"},"
              "\"target\":{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"name\":\"node-a\"}}", name);
-    cr_assert_eq(kube_request(admin, "POST", path, NULL, "application/json", body, NULL, NULL), 0, "bind %s", name);
+    cr_assert_eq(kube_request(env.admin, "POST", path, NULL, "application/json", body, NULL, NULL), 0, "bind %s", name);
 }
 
 /* Suspending a running job whose workers take their time to stop: Running turns False and stays
@@ -634,23 +577,22 @@ Test(controller, running_stays_false_while_suspending)
 {
     start_controller();
     create_job("sp", NULL);
-    cr_assert(wait_exists(&KUBE_JOBS, "sp-launcher", 10000));
+    cr_assert(wait_exists(&KUBE_JOBS, "sp-launcher"));
     bind_pod("sp-worker-0");
     bind_pod("sp-worker-1");
     set_pod_running("sp-worker-0");
     set_pod_running("sp-worker-1");
     start_launcher_pod("sp");
-    cr_assert(wait_condition("sp", "Running", "MPIJobRunning", 10000));
+    cr_assert(wait_condition("sp", "Running", "MPIJobRunning"));
     set_suspend("sp", true);
-    cr_assert(wait_condition("sp", "Suspended", "MPIJobSuspended", 10000));
-    /* The workers are being deleted, still Running in every cache, for as long as we look. */
-    uint64_t end = clock_now_ms() + 2000;
-    while (clock_now_ms() < end) {
+    cr_assert(wait_condition("sp", "Suspended", "MPIJobSuspended"));
+    /* The workers are being deleted, still Running in every cache, for as long as we look: no
+     * event marks the reconciles that must not turn Running True again (a correct one writes
+     * nothing), so the test looks for two seconds (not scaled: a longer look finds more). */
+    for (struct test_deadline d = test_deadline_in(2000); test_deadline_poll(&d);)
         cr_assert(!condition_true("sp", "Running", NULL), "Running True while suspended");
-        clock_sleep_ms(50);
-    }
     cJSON *w = NULL;
-    cr_assert_eq(kube_get(admin, &KUBE_PODS, "default", "sp-worker-0", &w, NULL), 0, "the worker is still there");
+    cr_assert_eq(kube_get(env.admin, &KUBE_PODS, "default", "sp-worker-0", &w, NULL), 0, "the worker is still there");
     cr_assert_not_null(json_path(w, "metadata.deletionTimestamp"), "... being deleted");
     cJSON_Delete(w);
     cr_assert_eq(count_events("MPIJobRunning"), 1, "one MPIJobRunning for one transition");
@@ -663,10 +605,10 @@ Test(controller, resume_carries_scheduling_directives_to_the_launcher)
 {
     start_controller();
     create_job("kq", "\"runPolicy\":{\"suspend\":true},");
-    cr_assert(wait_exists(&KUBE_JOBS, "kq-launcher", 10000));
+    cr_assert(wait_exists(&KUBE_JOBS, "kq-launcher"));
     cr_assert(launcher_suspended("kq"));
     struct kube_patch_opts merge = {.type = KUBE_PATCH_MERGE};
-    cr_assert_eq(kube_patch(admin, &MPIJOB_RESOURCE_V2BETA1, "default", "kq",
+    cr_assert_eq(kube_patch(env.admin, &MPIJOB_RESOURCE_V2BETA1, "default", "kq",
                             "{\"spec\":{\"runPolicy\":{\"suspend\":false},\"mpiReplicaSpecs\":{\"Launcher\":{\"template\":{"
                             "\"metadata\":{\"labels\":{\"kueue.x-k8s.io/podset\":\"launcher\"},"
                             "\"annotations\":{\"kueue.x-k8s.io/workload\":\"kq-1\"}},"
@@ -674,13 +616,10 @@ Test(controller, resume_carries_scheduling_directives_to_the_launcher)
                             "\"tolerations\":[{\"key\":\"gpu\",\"operator\":\"Exists\",\"effect\":\"NoSchedule\"}]}}}}}}",
                             &merge, NULL, NULL),
                  0);
-    cr_assert(wait_exists(&KUBE_PODS, "kq-worker-0", 10000), "resume recreates the workers");
-    uint64_t end = clock_now_ms() + 10000;
-    while (clock_now_ms() < end && launcher_suspended("kq"))
-        clock_sleep_ms(50);
-    cr_assert(!launcher_suspended("kq"), "the launcher Job was resumed");
+    cr_assert(wait_exists(&KUBE_PODS, "kq-worker-0"), "resume recreates the workers");
+    cr_assert(wait_launcher_suspended("kq", false), "the launcher Job was resumed");
     cJSON *lj = NULL;
-    cr_assert_eq(kube_get(admin, &KUBE_JOBS, "default", "kq-launcher", &lj, NULL), 0);
+    cr_assert_eq(kube_get(env.admin, &KUBE_JOBS, "default", "kq-launcher", &lj, NULL), 0);
     cr_expect_str_eq(json_string(lj, "spec.template.spec.nodeSelector.pool"), "gpu-a");
     cr_expect_str_eq(json_string(cJSON_GetArrayItem(json_path(lj, "spec.template.spec.tolerations"), 0), "key"), "gpu");
     /* Label keys hold dots: looked up as keys, not paths. */
@@ -705,50 +644,59 @@ Test(controller, suspended_at_creation_creates_no_workers_and_a_suspended_launch
 {
     start_controller();
     create_job("sus", "\"runPolicy\":{\"suspend\":true},");
-    cr_assert(wait_condition("sus", "Suspended", "MPIJobSuspended", 10000));
-    cr_assert(wait_exists(&KUBE_JOBS, "sus-launcher", 10000));
+    cr_assert(wait_condition("sus", "Suspended", "MPIJobSuspended"));
+    cr_assert(wait_exists(&KUBE_JOBS, "sus-launcher"));
     cr_assert(launcher_suspended("sus"));
-    clock_sleep_ms(300);
+    /* A pass makes the launcher last, after the workers: a worker the pass that made it had made
+     * would be there already. */
     cr_assert(!exists(&KUBE_PODS, "sus-worker-0"));
+}
+
+/* WaitForWorkersReady, just after the workers were made: the launcher Job is not there (or, when
+ * resuming, stays suspended) with one worker Ready, and the other's Ready brings it. The status
+ * that counts the first Ready worker comes from a later pass than the one that made the workers
+ * (that one decided its status before they existed), so by then the pass that would have made or
+ * resumed the launcher right after the workers is over. */
+static void expect_launcher_waits_for_ready_workers(const char *job_name, bool resuming)
+{
+    char worker[96], launcher[96];
+    snprintf(launcher, sizeof(launcher), "%s-launcher", job_name);
+    snprintf(worker, sizeof(worker), "%s-worker-0", job_name);
+    set_pod_running(worker);
+    cr_assert(wait_active(job_name, "Worker", 1));
+    if (resuming)
+        cr_assert(launcher_suspended(job_name), "the launcher stays suspended until the workers are Ready");
+    else
+        cr_assert(!exists(&KUBE_JOBS, launcher), "WaitForWorkersReady: no launcher before Ready workers");
+    snprintf(worker, sizeof(worker), "%s-worker-1", job_name);
+    set_pod_running(worker);
 }
 
 Test(controller, suspend_while_running_then_resume_waits_for_ready_workers)
 {
     start_controller();
     create_job("sr", "\"launcherCreationPolicy\":\"WaitForWorkersReady\",");
-    cr_assert(wait_exists(&KUBE_PODS, "sr-worker-1", 10000));
-    clock_sleep_ms(300);
-    cr_assert(!exists(&KUBE_JOBS, "sr-launcher"), "WaitForWorkersReady: no launcher before Ready workers");
-    set_pod_running("sr-worker-0");
-    set_pod_running("sr-worker-1");
-    cr_assert(wait_exists(&KUBE_JOBS, "sr-launcher", 10000));
+    cr_assert(wait_exists(&KUBE_PODS, "sr-worker-1"));
+    expect_launcher_waits_for_ready_workers("sr", false);
+    cr_assert(wait_exists(&KUBE_JOBS, "sr-launcher"));
 
     /* the Job controller would have started it */
     struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE, .subresource = "status"};
-    cr_assert_eq(kube_patch(admin, &KUBE_JOBS, "default", "sr-launcher",
+    cr_assert_eq(kube_patch(env.admin, &KUBE_JOBS, "default", "sr-launcher",
                             "{\"status\":{\"startTime\":\"2026-11-21T10:00:00Z\",\"active\":1}}", &po, NULL, NULL), 0);
 
     set_suspend("sr", true);
-    cr_assert(wait_condition("sr", "Suspended", "MPIJobSuspended", 10000));
-    cr_assert(wait_gone(&KUBE_PODS, "sr-worker-0", 10000) && wait_gone(&KUBE_PODS, "sr-worker-1", 10000),
+    cr_assert(wait_condition("sr", "Suspended", "MPIJobSuspended"));
+    cr_assert(wait_gone(&KUBE_PODS, "sr-worker-0") && wait_gone(&KUBE_PODS, "sr-worker-1"),
               "suspend deletes the workers");
-    uint64_t end = clock_now_ms() + 5000;
-    while (clock_now_ms() < end && !launcher_suspended("sr"))
-        clock_sleep_ms(50);
-    cr_assert(launcher_suspended("sr"));
+    cr_assert(wait_launcher_suspended("sr", true));
 
     set_suspend("sr", false);
-    cr_assert(wait_exists(&KUBE_PODS, "sr-worker-1", 10000), "resume recreates the workers");
-    clock_sleep_ms(400);
-    cr_assert(launcher_suspended("sr"), "the launcher stays suspended until the workers are Ready");
-    set_pod_running("sr-worker-0");
-    set_pod_running("sr-worker-1");
-    end = clock_now_ms() + 10000;
-    while (clock_now_ms() < end && launcher_suspended("sr"))
-        clock_sleep_ms(50);
-    cr_assert(!launcher_suspended("sr"), "unsuspended once the workers are Ready");
+    cr_assert(wait_exists(&KUBE_PODS, "sr-worker-1"), "resume recreates the workers");
+    expect_launcher_waits_for_ready_workers("sr", true);
+    cr_assert(wait_launcher_suspended("sr", false), "unsuspended once the workers are Ready");
     cJSON *lj = NULL;
-    cr_assert_eq(kube_get(admin, &KUBE_JOBS, "default", "sr-launcher", &lj, NULL), 0);
+    cr_assert_eq(kube_get(env.admin, &KUBE_JOBS, "default", "sr-launcher", &lj, NULL), 0);
     cr_assert_null(json_path(lj, "status.startTime"), "the Job's startTime was cleared before unsuspending");
     cJSON_Delete(lj);
     cr_assert(!condition_true("sr", "Suspended", NULL));
@@ -759,10 +707,10 @@ Test(controller, ttl_after_finished_deletes_the_mpijob)
     start_controller();
     /* timestamps have whole seconds: a TTL of 3 s leaves at least 2 s to see Succeeded first */
     create_job("ttl", "\"runPolicy\":{\"ttlSecondsAfterFinished\":3},");
-    cr_assert(wait_exists(&KUBE_JOBS, "ttl-launcher", 10000));
+    cr_assert(wait_exists(&KUBE_JOBS, "ttl-launcher"));
     set_launcher_job_condition("ttl", "Complete", "");
-    cr_assert(wait_condition("ttl", "Succeeded", NULL, 10000));
-    cr_assert(wait_gone(&MPIJOB_RESOURCE_V2BETA1, "ttl", 10000), "the MPIJob is deleted after its TTL");
+    cr_assert(wait_condition("ttl", "Succeeded", NULL));
+    cr_assert(wait_gone(&MPIJOB_RESOURCE_V2BETA1, "ttl"), "the MPIJob is deleted after its TTL");
 }
 
 /* Timestamps have whole seconds, so a deadline of 2 s passes 1 to 2 s after the first reconcile.
@@ -773,9 +721,9 @@ Test(controller, active_deadline_fails_the_job)
 {
     start_controller();
     create_job("dl", "\"runPolicy\":{\"activeDeadlineSeconds\":2},");
-    cr_assert(wait_exists(&KUBE_PODS, "dl-worker-0", 10000));
-    cr_assert(wait_condition("dl", "Failed", "DeadlineExceeded", 15000));
-    cr_assert(wait_gone(&KUBE_JOBS, "dl-launcher", 10000), "the launcher Job is stopped");
+    cr_assert(wait_exists(&KUBE_PODS, "dl-worker-0"));
+    cr_assert(wait_condition("dl", "Failed", "DeadlineExceeded"));
+    cr_assert(wait_gone(&KUBE_JOBS, "dl-launcher"), "the launcher Job is stopped");
 }
 
 Test(controller, steady_state_makes_no_writes)
@@ -784,21 +732,23 @@ Test(controller, steady_state_makes_no_writes)
     start_controller();
     create_job("run", NULL);
     create_job("fin", NULL);
-    cr_assert(wait_exists(&KUBE_JOBS, "run-launcher", 10000));
-    cr_assert(wait_exists(&KUBE_JOBS, "fin-launcher", 10000));
+    cr_assert(wait_exists(&KUBE_JOBS, "run-launcher"));
+    cr_assert(wait_exists(&KUBE_JOBS, "fin-launcher"));
     set_pod_running("run-worker-0");
     set_pod_running("run-worker-1");
     start_launcher_pod("run");
-    cr_assert(wait_condition("run", "Running", NULL, 10000));
+    cr_assert(wait_condition("run", "Running", NULL));
     set_launcher_job_condition("fin", "Complete", "");
-    cr_assert(wait_condition("fin", "Succeeded", NULL, 10000));
-    clock_sleep_ms(1500); /* let the last events settle */
+    cr_assert(wait_condition("fin", "Succeeded", NULL));
+    /* The last writes were those status writes and the Events they announced, sent by the
+     * recorder's thread: flushed, nothing is left to write. */
+    event_recorder_flush(env.recorder);
 
-    cJSON *log = test_apiserver_log(&srv, 0);
-    int since = (int)json_int(cJSON_GetArrayItem(log, cJSON_GetArraySize(log) - 1), "seq", 0) + 1;
-    cJSON_Delete(log);
+    int since = test_last_seq(&env.srv) + 1;
+    /* No event marks a steady state: the test watches the log for three seconds (not scaled: a
+     * longer look finds more), in which nothing may be written. */
     clock_sleep_ms(3000);
-    log = test_apiserver_log(&srv, since);
+    cJSON *log = test_apiserver_log(&env.srv, since);
     cJSON *e;
     cJSON_ArrayForEach(e, log) {
         const char *verb = json_string(e, "verb");
@@ -808,21 +758,32 @@ Test(controller, steady_state_makes_no_writes)
     cJSON_Delete(log);
 }
 
+/* The PodGroup after the schedulingPolicy of check_gang: minMember 2, queue team-a (Volcano) or
+ * scheduleTimeoutSeconds 120 (scheduler-plugins). */
+static bool follows_volcano(const cJSON *pg, const void *arg)
+{
+    const char *queue = json_string(pg, "spec.queue");
+    return json_int(pg, "spec.minMember", 0) == 2 && queue && strcmp(queue, "team-a") == 0;
+}
+
+static bool follows_scheduler_plugins(const cJSON *pg, const void *arg)
+{
+    return json_int(pg, "spec.minMember", 0) == 2 && json_int(pg, "spec.scheduleTimeoutSeconds", 0) == 120;
+}
+
 /* Gang scheduling with `scheduler`: the PodGroup (in `group`'s API group) is created before the
  * pods, counts workers + launcher, and the pods name the scheduler and find their group by
  * `key` in their annotations (Volcano) or labels (scheduler-plugins); suspend deletes the group. */
 static void check_gang(const char *scheduler, const char *name, const struct kube_resource *group,
                        const char *where, const char *key)
 {
-    struct controller_config cfg = {.client = operator_client, .threads = 2, .events = recorder,
-                                    .options = {.gang_scheduler = scheduler}};
-    cr_assert_eq(controller_start(&cfg, &ctl), 0);
+    test_controller_env_run(&env, 2, scheduler);
     create_job(name, NULL);
     char launcher[64], worker0[64], pg_create[96], pod_create[96];
     snprintf(launcher, sizeof(launcher), "%s-launcher", name);
     snprintf(worker0, sizeof(worker0), "%s-worker-0", name);
-    cr_assert(wait_exists(&KUBE_JOBS, launcher, 10000));
-    if (srv.is_double) {
+    cr_assert(wait_exists(&KUBE_JOBS, launcher));
+    if (env.srv.is_double) {
         /* the order of the creates: the double's request log shows it */
         char *w = writes();
         snprintf(pg_create, sizeof(pg_create), "create podgroups/%s 201", name);
@@ -831,10 +792,10 @@ static void check_gang(const char *scheduler, const char *name, const struct kub
         cr_assert(pg && pod && pg < pod, "PodGroup first:\n%s", w);
     }
     cJSON *obj = NULL;
-    cr_assert_eq(kube_get(admin, group, "default", name, &obj, NULL), 0);
+    cr_assert_eq(kube_get(env.admin, group, "default", name, &obj, NULL), 0);
     cr_assert_eq(json_int(obj, "spec.minMember", 0), 3, "workers + 1");
     cJSON_Delete(obj);
-    cr_assert_eq(kube_get(admin, &KUBE_PODS, "default", worker0, &obj, NULL), 0);
+    cr_assert_eq(kube_get(env.admin, &KUBE_PODS, "default", worker0, &obj, NULL), 0);
     cr_assert_str_eq(json_string(obj, "spec.schedulerName"), scheduler);
     const cJSON *ref = cJSON_GetObjectItem(json_path(obj, where), key);
     cr_assert(cJSON_IsString(ref) && strcmp(ref->valuestring, name) == 0, "the pod names its group in %s", where);
@@ -842,28 +803,19 @@ static void check_gang(const char *scheduler, const char *name, const struct kub
 
     /* A changed schedulingPolicy reaches the PodGroup (it was only ever created). */
     struct kube_patch_opts merge = {.type = KUBE_PATCH_MERGE};
-    cr_assert_eq(kube_patch(admin, &MPIJOB_RESOURCE_V2BETA1, "default", name,
+    cr_assert_eq(kube_patch(env.admin, &MPIJOB_RESOURCE_V2BETA1, "default", name,
                             "{\"spec\":{\"runPolicy\":{\"schedulingPolicy\":{\"minAvailable\":2,\"queue\":\"team-a\","
                             "\"scheduleTimeoutSeconds\":120}}}}",
                             &merge, NULL, NULL),
                  0);
     bool volcano = group == &PODGROUP_VOLCANO;
-    uint64_t end = clock_now_ms() + 10000;
-    bool followed = false;
-    while (!followed && clock_now_ms() < end) {
-        cr_assert_eq(kube_get(admin, group, "default", name, &obj, NULL), 0);
-        followed = json_int(obj, "spec.minMember", 0) == 2 &&
-                   (volcano ? json_string(obj, "spec.queue") && strcmp(json_string(obj, "spec.queue"), "team-a") == 0
-                            : json_int(obj, "spec.scheduleTimeoutSeconds", 0) == 120);
-        cJSON_Delete(obj);
-        if (!followed)
-            clock_sleep_ms(50);
-    }
-    cr_assert(followed, "the PodGroup follows schedulingPolicy (minMember 2, %s)",
+    cr_assert(test_kube_wait(env.admin, group, "default", name, "minMember 2 and the new policy",
+                             volcano ? follows_volcano : follows_scheduler_plugins, NULL, WAIT_MS),
+              "the PodGroup follows schedulingPolicy (minMember 2, %s)",
               volcano ? "queue team-a" : "scheduleTimeoutSeconds 120");
 
     set_suspend(name, true);
-    cr_assert(wait_gone(group, name, 10000), "suspend deletes the PodGroup");
+    cr_assert(wait_gone(group, name), "suspend deletes the PodGroup");
 }
 
 Test(controller, gang_scheduling_with_volcano)
@@ -880,19 +832,10 @@ Test(controller, gang_scheduling_with_scheduler_plugins)
 
 static int count_events(const char *reason)
 {
-    event_recorder_flush(recorder);
+    event_recorder_flush(env.recorder);
     char selector[128];
     snprintf(selector, sizeof(selector), "reason=%s", reason);
-    struct kube_list_opts lo = {.field_selector = selector};
-    cJSON *items = NULL;
-    if (kube_list_all(admin, &KUBE_EVENTS, "default", &lo, &items, NULL, NULL) != 0)
-        return -1;
-    int n = 0; /* the recorder folds repeats into one Event with a count */
-    const cJSON *e;
-    cJSON_ArrayForEach(e, items)
-        n += (int)json_int(e, "count", 1);
-    cJSON_Delete(items);
-    return n;
+    return test_kube_count_events(env.admin, "default", selector);
 }
 
 /* The controller does not trip over its own status writes: a reconcile that comes before the
@@ -902,16 +845,17 @@ Test(controller, a_job_runs_to_success_without_a_status_conflict)
 {
     start_controller();
     create_job("calm", NULL);
-    cr_assert(wait_exists(&KUBE_JOBS, "calm-launcher", 10000));
+    cr_assert(wait_exists(&KUBE_JOBS, "calm-launcher"));
     for (int round = 0; round < 3; round++) {
         set_pod_running("calm-worker-0");
         set_pod_running("calm-worker-1");
     }
     start_launcher_pod("calm");
-    cr_assert(wait_condition("calm", "Running", "MPIJobRunning", 10000));
+    cr_assert(wait_condition("calm", "Running", "MPIJobRunning"));
     set_launcher_job_condition("calm", "Complete", "Completed");
-    cr_assert(wait_condition("calm", "Succeeded", "MPIJobSucceeded", 10000));
-    clock_sleep_ms(300);
+    cr_assert(wait_condition("calm", "Succeeded", "MPIJobSucceeded"));
+    /* The last status write of its life: the cleaned-up Running workers counted out. */
+    cr_assert(wait_active("calm", "Worker", 0));
     const char *log = writes();
     cr_assert_null(strstr(log, "mpijobs/status/calm 409"), "%s", log);
 }
@@ -920,20 +864,20 @@ Test(controller, a_job_runs_to_success_without_a_status_conflict)
  * once, by the write that lands. */
 Test(controller, a_status_conflict_announces_each_transition_once)
 {
-    if (!srv.is_double)
+    if (!env.srv.is_double)
         cr_skip_test("needs the API-server double (fault injection: a 409 on the next status write)");
-    cr_assert_eq(test_apiserver_fault(&srv, "{\"failNext\":{\"count\":1,\"code\":409,\"verb\":\"update\","
+    cr_assert_eq(test_apiserver_fault(&env.srv, "{\"failNext\":{\"count\":1,\"code\":409,\"verb\":\"update\","
                                             "\"resource\":\"mpijobs\"}}"), 0);
     start_controller();
     create_job("once", NULL);
-    cr_assert(wait_condition("once", "Created", "MPIJobCreated", 10000));
-    cr_assert(wait_exists(&KUBE_JOBS, "once-launcher", 10000));
+    cr_assert(wait_condition("once", "Created", "MPIJobCreated"));
+    cr_assert(wait_exists(&KUBE_JOBS, "once-launcher"));
     set_pod_running("once-worker-0");
     set_pod_running("once-worker-1");
-    cr_assert_eq(test_apiserver_fault(&srv, "{\"failNext\":{\"count\":1,\"code\":409,\"verb\":\"update\","
+    cr_assert_eq(test_apiserver_fault(&env.srv, "{\"failNext\":{\"count\":1,\"code\":409,\"verb\":\"update\","
                                             "\"resource\":\"mpijobs\"}}"), 0);
     start_launcher_pod("once");
-    cr_assert(wait_condition("once", "Running", "MPIJobRunning", 10000));
+    cr_assert(wait_condition("once", "Running", "MPIJobRunning"));
     char *log = writes();
     cr_assert_not_null(strstr(log, "409"), "a status write was refused:\n%s", log);
     cr_assert_eq(count_events("MPIJobCreated"), 1);
@@ -959,16 +903,16 @@ Test(controller, transport_conflicts_and_unforwarded_variables_are_warned)
     const char *bodies[] = {conflict, shell};
     for (int i = 0; i < 2; i++) {
         cJSON *job = cJSON_Parse(bodies[i]);
-        cr_assert_eq(kube_create(admin, &MPIJOB_RESOURCE_V2BETA1, "default", job, NULL, NULL), 0);
+        cr_assert_eq(kube_create(env.admin, &MPIJOB_RESOURCE_V2BETA1, "default", job, NULL, NULL), 0);
         cJSON_Delete(job);
     }
-    cr_assert(wait_exists(&KUBE_JOBS, "tc-launcher", 10000));
-    cr_assert(wait_exists(&KUBE_JOBS, "sh-launcher", 10000));
+    cr_assert(wait_exists(&KUBE_JOBS, "tc-launcher"));
+    cr_assert(wait_exists(&KUBE_JOBS, "sh-launcher"));
     cr_assert_geq(count_events("TransportConflict"), 1, "a Warning for the conflicting variable");
     cr_assert_geq(count_events("TransportNotForwarded"), 1, "a Warning naming what the shell line must forward");
 
     cJSON *lj = NULL;
-    cr_assert_eq(kube_get(admin, &KUBE_JOBS, "default", "tc-launcher", &lj, NULL), 0);
+    cr_assert_eq(kube_get(env.admin, &KUBE_JOBS, "default", "tc-launcher", &lj, NULL), 0);
     const cJSON *e;
     const char *value = NULL;
     cJSON_ArrayForEach(e, cJSON_GetObjectItem(cJSON_GetArrayItem(json_path(lj, "spec.template.spec.containers"), 0), "env")) {
@@ -978,11 +922,16 @@ Test(controller, transport_conflicts_and_unforwarded_variables_are_warned)
     cr_assert_str_eq(value, "0", "the user's value is kept");
     cJSON_Delete(lj);
     cJSON *shj = NULL;
-    cr_assert_eq(kube_get(admin, &KUBE_JOBS, "default", "sh-launcher", &shj, NULL), 0);
+    cr_assert_eq(kube_get(env.admin, &KUBE_JOBS, "default", "sh-launcher", &shj, NULL), 0);
     const cJSON *cmd = json_path(cJSON_GetArrayItem(json_path(shj, "spec.template.spec.containers"), 0), "command");
     cr_assert_str_eq(cJSON_GetArrayItem(cmd, 2)->valuestring, "mpirun -x FOO -np 2 python train.py",
                      "the shell line is not touched");
     cJSON_Delete(shj);
+}
+
+static bool no_replica_failure(const cJSON *job, const void *arg)
+{
+    return job && !test_kube_has_condition(job, "ReplicaFailure", NULL, NULL);
 }
 
 static void set_worker_replicas(const char *job_name, int replicas)
@@ -990,14 +939,14 @@ static void set_worker_replicas(const char *job_name, int replicas)
     char body[128];
     snprintf(body, sizeof(body), "{\"spec\":{\"mpiReplicaSpecs\":{\"Worker\":{\"replicas\":%d}}}}", replicas);
     struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE};
-    cr_assert_eq(kube_patch(admin, &MPIJOB_RESOURCE_V2BETA1, "default", job_name, body, &po, NULL, NULL), 0);
+    cr_assert_eq(kube_patch(env.admin, &MPIJOB_RESOURCE_V2BETA1, "default", job_name, body, &po, NULL, NULL), 0);
 }
 
 static char *configmap_data(const char *name, const char *key)
 {
     cJSON *cm = NULL;
     char *out = NULL;
-    if (kube_get(admin, &KUBE_CONFIGMAPS, "default", name, &cm, NULL) == 0) {
+    if (kube_get(env.admin, &KUBE_CONFIGMAPS, "default", name, &cm, NULL) == 0) {
         const cJSON *v = cJSON_GetObjectItem(cJSON_GetObjectItem(cm, "data"), key);
         out = cJSON_IsString(v) ? strdup(v->valuestring) : NULL;
     }
@@ -1012,49 +961,39 @@ Test(controller, scaling_workers_follows_replicas_and_leaves_the_launcher_alone)
     start_created("el");
     char *launcher_uid = NULL;
     cJSON *lj = NULL;
-    cr_assert_eq(kube_get(admin, &KUBE_JOBS, "default", "el-launcher", &lj, NULL), 0);
+    cr_assert_eq(kube_get(env.admin, &KUBE_JOBS, "default", "el-launcher", &lj, NULL), 0);
     launcher_uid = strdup(json_string(lj, "metadata.uid"));
     cJSON_Delete(lj);
 
     set_worker_replicas("el", 3);
-    cr_assert(wait_exists(&KUBE_PODS, "el-worker-2", 10000), "scaling up creates the new index");
+    cr_assert(wait_exists(&KUBE_PODS, "el-worker-2"), "scaling up creates the new index");
     for (int i = 0; i < 3; i++) {
         char name[32];
         snprintf(name, sizeof(name), "el-worker-%d", i);
         set_pod_running(name);
     }
     start_launcher_pod("el");
-    cr_assert(wait_condition("el", "Running", "MPIJobRunning", 10000));
+    cr_assert(wait_condition("el", "Running", "MPIJobRunning"));
 
     set_worker_replicas("el", 1);
-    cr_assert(wait_gone(&KUBE_PODS, "el-worker-2", 10000), "index 2 >= replicas is deleted");
-    cr_assert(wait_gone(&KUBE_PODS, "el-worker-1", 10000), "index 1 >= replicas is deleted");
+    cr_assert(wait_gone(&KUBE_PODS, "el-worker-2"), "index 2 >= replicas is deleted");
+    cr_assert(wait_gone(&KUBE_PODS, "el-worker-1"), "index 1 >= replicas is deleted");
     cr_assert(exists(&KUBE_PODS, "el-worker-0"));
-    uint64_t until = clock_now_ms() + 10000;
-    char *hosts = NULL;
-    bool follows = false;
-    while (!follows && clock_now_ms() < until) {
-        free(hosts);
-        hosts = configmap_data("el-config", "discover_hosts.sh");
-        follows = hosts && strstr(hosts, "el-worker-0.") && !strstr(hosts, "el-worker-1.") &&
-                  !strstr(hosts, "el-worker-2.");
-        if (!follows)
-            clock_sleep_ms(50);
-    }
-    cr_assert(follows, "discover_hosts.sh lists the one worker left:\n%s", hosts ? hosts : "(none)");
-    free(hosts);
+    static const char *const left[] = {"el-worker-0.", NULL}, *const gone[] = {"el-worker-1.", "el-worker-2.", NULL};
+    struct config_data follows = {.key = "discover_hosts.sh", .has = left, .lacks = gone};
+    cr_assert(wait_config_data("el-config", &follows), "discover_hosts.sh lists the one worker left");
     char *hostfile = configmap_data("el-config", "hostfile");
     cr_assert(hostfile && !strstr(hostfile, "el-worker-1.") && !strstr(hostfile, "el-worker-2."),
               "the hostfile lists one host:\n%s", hostfile ? hostfile : "(none)");
     free(hostfile);
 
     lj = NULL;
-    cr_assert_eq(kube_get(admin, &KUBE_JOBS, "default", "el-launcher", &lj, NULL), 0);
+    cr_assert_eq(kube_get(env.admin, &KUBE_JOBS, "default", "el-launcher", &lj, NULL), 0);
     cr_assert_str_eq(json_string(lj, "metadata.uid"), launcher_uid, "the launcher is the same Job");
     cr_assert_not(json_bool(lj, "spec.suspend", false));
     cJSON_Delete(lj);
     free(launcher_uid);
-    if (srv.is_double) {
+    if (env.srv.is_double) {
         const char *w = writes();
         cr_assert_null(strstr(w, "patch jobs/"), "the launcher Job was not touched:\n%s", w);
         cr_assert_null(strstr(w, "delete jobs/"), "the launcher Job was not touched:\n%s", w);
@@ -1071,18 +1010,18 @@ Test(controller, refused_workers_surface_as_failed_create_and_replica_failure)
                         "\"spec\":{\"hard\":{\"pods\":\"2\"}}}";
     const struct kube_resource quotas = {"", "v1", "resourcequotas", "ResourceQuota", true};
     cJSON *q = cJSON_Parse(quota);
-    cr_assert_eq(kube_create(admin, &quotas, "default", q, NULL, NULL), 0);
+    cr_assert_eq(kube_create(env.admin, &quotas, "default", q, NULL, NULL), 0);
     cJSON_Delete(q);
     /* kube-controller-manager's quota controller fills status; without one, the test does. */
     struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE, .subresource = "status"};
-    cr_assert_eq(kube_patch(admin, &quotas, "default", "two-pods",
+    cr_assert_eq(kube_patch(env.admin, &quotas, "default", "two-pods",
                             "{\"status\":{\"hard\":{\"pods\":\"2\"},\"used\":{\"pods\":\"0\"}}}", &po, NULL, NULL),
                  0);
 
     start_controller();
     create_job("qt", NULL);
     set_worker_replicas("qt", 4);
-    cr_assert(wait_condition("qt", "ReplicaFailure", "FailedCreate", 15000), "ReplicaFailure while refused");
+    cr_assert(wait_condition("qt", "ReplicaFailure", "FailedCreate"), "ReplicaFailure while refused");
     cJSON *job = get_job("qt");
     const cJSON *c;
     const char *message = NULL;
@@ -1095,11 +1034,14 @@ Test(controller, refused_workers_surface_as_failed_create_and_replica_failure)
     cr_assert_str_eq(json_string(job, "status.state"), "ReplicaFailure", "the STATE column shows it");
     cJSON_Delete(job);
 
-    clock_sleep_ms(1500); /* a few retries */
-    event_recorder_flush(recorder);
+    /* A few retries, each refused and recorded: the Events fold them into counts. */
+    struct test_deadline d = test_deadline_in(WAIT_MS);
+    while (count_events("FailedCreate") < 3)
+        cr_assert(test_deadline_poll(&d), "%d FailedCreate after %s", count_events("FailedCreate"),
+                  test_deadline_text(&d));
     struct kube_list_opts lo = {.field_selector = "reason=FailedCreate"};
     cJSON *items = NULL;
-    cr_assert_eq(kube_list_all(admin, &KUBE_EVENTS, "default", &lo, &items, NULL, NULL), 0);
+    cr_assert_eq(kube_list_all(env.admin, &KUBE_EVENTS, "default", &lo, &items, NULL, NULL), 0);
     cr_assert_geq(cJSON_GetArraySize(items), 1, "a FailedCreate event");
     const cJSON *e = cJSON_GetArrayItem(items, 0);
     cr_assert_str_eq(json_string(e, "type"), "Warning");
@@ -1108,11 +1050,10 @@ Test(controller, refused_workers_surface_as_failed_create_and_replica_failure)
     cr_assert_leq(cJSON_GetArraySize(items), 2, "aggregated, not one Event per retry");
     cJSON_Delete(items);
 
-    cr_assert_eq(kube_delete(admin, &quotas, "default", "two-pods", NULL, NULL, NULL), 0);
-    cr_assert(wait_exists(&KUBE_PODS, "qt-worker-3", 30000), "the workers are made once the quota goes");
-    cr_assert(wait_exists(&KUBE_PODS, "qt-worker-2", 10000));
-    uint64_t until = clock_now_ms() + 10000;
-    while (condition_true("qt", "ReplicaFailure", NULL) && clock_now_ms() < until)
-        clock_sleep_ms(50);
-    cr_assert_not(condition_true("qt", "ReplicaFailure", NULL), "the condition goes with the refusal");
+    cr_assert_eq(kube_delete(env.admin, &quotas, "default", "two-pods", NULL, NULL, NULL), 0);
+    cr_assert(wait_exists(&KUBE_PODS, "qt-worker-3"), "the workers are made once the quota goes");
+    cr_assert(wait_exists(&KUBE_PODS, "qt-worker-2"));
+    cr_assert(test_kube_wait(env.admin, &MPIJOB_RESOURCE_V2BETA1, "default", "qt", "no ReplicaFailure",
+                             no_replica_failure, NULL, WAIT_MS),
+              "the condition goes with the refusal");
 }

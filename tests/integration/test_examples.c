@@ -11,8 +11,8 @@
 #include "mpijob/controller.h"
 #include "support/apiserver.h"
 #include "support/kube_test.h"
+#include "support/kube_wait.h"
 #include "util/buf.h"
-#include "util/clock.h"
 #include "util/json.h"
 
 static struct test_apiserver srv;
@@ -61,16 +61,23 @@ static cJSON *load_manifest(const char *file)
     return obj;
 }
 
+/* How long a wait on the controller may take: generous, for a busy machine (scaled). */
+#define WAIT_MS 60000
+
+/* The object once it exists (caller frees); fails the test after WAIT_MS. */
+static cJSON *wait_object(const struct kube_resource *res, const char *name)
+{
+    cr_assert(test_kube_wait_exists(admin, res, "default", name, WAIT_MS), "%s %s created", res->kind, name);
+    cJSON *obj = test_kube_get(admin, res, "default", name);
+    cr_assert_not_null(obj, "%s %s is gone again", res->kind, name);
+    return obj;
+}
+
 static cJSON *wait_launcher(const char *name)
 {
     char lname[160];
     snprintf(lname, sizeof(lname), "%s-launcher", name);
-    uint64_t end = clock_now_ms() + 10000;
-    cJSON *job = NULL;
-    while (clock_now_ms() < end && kube_get(admin, &KUBE_JOBS, "default", lname, &job, NULL) != 0)
-        clock_sleep_ms(50);
-    cr_assert_not_null(job, "launcher Job %s created", lname);
-    return job;
+    return wait_object(&KUBE_JOBS, lname);
 }
 
 static const char *env_value(const cJSON *job, const char *name)
@@ -87,7 +94,7 @@ static const char *env_value(const cJSON *job, const char *name)
 
 static const struct kube_resource MPIJOBS_V1ALPHA2 = {"kubeflow.org", "v1alpha2", "mpijobs", "MPIJob", true};
 
-TestSuite(examples, .init = setup, .fini = teardown, .timeout = 60);
+TestSuite(examples, .init = setup, .fini = teardown, .timeout = 180);
 
 Test(examples, legacy_v1alpha2_manifest_reconciles_unchanged)
 {
@@ -104,11 +111,7 @@ Test(examples, legacy_v1alpha2_manifest_reconciles_unchanged)
     cJSON_Delete(job);
     char w1[160];
     snprintf(w1, sizeof(w1), "%s-worker-1", copy);
-    cJSON *pod = NULL;
-    uint64_t end = clock_now_ms() + 5000;
-    while (clock_now_ms() < end && kube_get(admin, &KUBE_PODS, "default", w1, &pod, NULL) != 0)
-        clock_sleep_ms(50);
-    cr_assert_not_null(pod);
+    cJSON *pod = wait_object(&KUBE_PODS, w1);
     const cJSON *c0 = cJSON_GetArrayItem(json_path(pod, "spec.containers"), 0);
     cr_assert(json_bool(c0, "securityContext.privileged", false), "the legacy privileged worker is kept as written");
     cJSON_Delete(pod);

@@ -18,53 +18,21 @@
 #include "mpijob/builders.h"
 #include "mpijob/controller.h"
 #include "support/apiserver.h"
+#include "support/controller_env.h"
+#include "support/deadline.h"
 #include "support/kube_test.h"
-#include "util/clock.h"
+#include "support/kube_wait.h"
 #include "util/json.h"
 
-static struct test_apiserver srv;
-static struct kube_client *admin, *operator_client;
-static struct event_recorder *recorder;
-static struct controller *ctl;
+static struct test_controller_env env;
 
-static struct kube_client *new_client(void) { return test_kube_client(&srv, NULL); }
+/* How long a wait on the controller may take: generous, for a busy machine (scaled). */
+#define WAIT_MS 60000
 
-static void setup(void)
-{
-    cr_assert_eq(test_apiserver_start(&srv), 0);
-    admin = new_client();
-    operator_client = test_operator_client(&srv, NULL);
-    cr_assert_eq(event_recorder_new(operator_client, "mpijob-operator", NULL, &recorder), 0);
-}
+static void setup(void) { test_controller_env_start(&env); }
+static void teardown(void) { test_controller_env_stop(&env); }
 
-static void teardown(void)
-{
-    controller_stop(ctl);
-    ctl = NULL;
-    event_recorder_free(recorder);
-    kube_client_free(operator_client);
-    kube_client_free(admin);
-    test_apiserver_stop(&srv);
-}
-
-static const char *JOB =
-    "{\"apiVersion\":\"kubeflow.org/v2beta1\",\"kind\":\"MPIJob\",\"metadata\":{\"name\":\"%s\"},\"spec\":{"
-    "\"slotsPerWorker\":1,\"mpiReplicaSpecs\":{"
-    "\"Launcher\":{\"replicas\":1,\"template\":{\"spec\":{\"containers\":[{\"name\":\"launcher\",\"image\":\"w\","
-    "\"command\":[\"mpirun\",\"-np\",\"2\",\"mpijob-worker\",\"train\"]}]}}},"
-    "\"Worker\":{\"replicas\":2,\"template\":{\"spec\":{\"containers\":[{\"name\":\"worker\",\"image\":\"w\"}]}}}}}}";
-
-static cJSON *valid_job(const char *name)
-{
-    size_t size = strlen(JOB) + strlen(name) + 1;
-    char *text = malloc(size);
-    cr_assert_not_null(text);
-    snprintf(text, size, JOB, name);
-    cJSON *job = cJSON_Parse(text);
-    free(text);
-    cr_assert_not_null(job);
-    return job;
-}
+static cJSON *valid_job(const char *name) { return test_mpijob(name, NULL); }
 
 /* ---- the generated cases ------------------------------------------------------------------- */
 
@@ -481,30 +449,24 @@ static void create_valid(const char *name)
 {
     cJSON *job = valid_job(name);
     struct kube_status st = {.retry_after_s = -1};
-    int rc = kube_create(admin, &MPIJOB_RESOURCE_V2BETA1, "default", job, NULL, &st);
+    int rc = kube_create(env.admin, &MPIJOB_RESOURCE_V2BETA1, "default", job, NULL, &st);
     cr_assert_eq(rc, 0, "%s: %s", name, st.message ? st.message : error_str(rc));
     kube_status_clear(&st);
     cJSON_Delete(job);
 }
 
-static bool launcher_exists(const char *job_name, uint64_t ms)
+static bool launcher_exists(const char *job_name)
 {
     char lname[128];
     snprintf(lname, sizeof(lname), "%s-launcher", job_name);
-    uint64_t end = clock_now_ms() + ms;
-    do {
-        if (kube_get(admin, &KUBE_JOBS, "default", lname, NULL, NULL) == 0)
-            return true;
-        clock_sleep_ms(50);
-    } while (clock_now_ms() < end);
-    return false;
+    return test_kube_wait_exists(env.admin, &KUBE_JOBS, "default", lname, WAIT_MS);
 }
 
 /* 1: Failed True with reason InvalidSpec; 0: not yet; -1: the job is gone or has another end. */
 static int invalid_spec(const char *name, char *why, size_t why_size)
 {
     cJSON *job = NULL;
-    if (kube_get(admin, &MPIJOB_RESOURCE_V2BETA1, "default", name, &job, NULL) != 0) {
+    if (kube_get(env.admin, &MPIJOB_RESOURCE_V2BETA1, "default", name, &job, NULL) != 0) {
         snprintf(why, why_size, "the MPIJob is gone");
         return -1;
     }
@@ -527,14 +489,13 @@ static int invalid_spec(const char *name, char *why, size_t why_size)
     return verdict;
 }
 
-TestSuite(hostile, .init = setup, .fini = teardown, .timeout = 120);
+TestSuite(hostile, .init = setup, .fini = teardown, .timeout = 240);
 
 Test(hostile, every_hostile_mpijob_is_refused_or_fails_invalid_and_the_operator_keeps_serving)
 {
-    struct controller_config cfg = {.client = operator_client, .threads = 2, .events = recorder};
-    cr_assert_eq(controller_start(&cfg, &ctl), 0);
+    test_controller_env_run(&env, 2, NULL);
     create_valid("valid-before");
-    cr_assert(launcher_exists("valid-before", 15000), "the launcher Job of the job created first");
+    cr_assert(launcher_exists("valid-before"), "the launcher Job of the job created first");
 
     wrong_types();
     bad_values();
@@ -549,7 +510,7 @@ Test(hostile, every_hostile_mpijob_is_refused_or_fails_invalid_and_the_operator_
         struct hostile *h = &cases[i];
         struct kube_status st = {.retry_after_s = -1};
         cJSON *out = NULL;
-        int rc = kube_create(admin, &MPIJOB_RESOURCE_V2BETA1, "default", h->body, &out, &st);
+        int rc = kube_create(env.admin, &MPIJOB_RESOURCE_V2BETA1, "default", h->body, &out, &st);
         if (rc == 0) {
             h->code = 201;
             const char *name = json_string(out, "metadata.name");
@@ -582,13 +543,13 @@ Test(hostile, every_hostile_mpijob_is_refused_or_fails_invalid_and_the_operator_
     }
 
     create_valid("valid-after");
-    cr_assert(launcher_exists("valid-after", 20000), "the launcher Job of the job created after them");
+    cr_assert(launcher_exists("valid-after"), "the launcher Job of the job created after them");
 
     /* every admitted one fails for InvalidSpec */
     int admitted = 0, failed_invalid = 0, pruned = 0;
     for (int i = 0; i < n_cases; i++)
         admitted += cases[i].name != NULL;
-    uint64_t end = clock_now_ms() + 30000;
+    struct test_deadline d = test_deadline_in(WAIT_MS); /* for them all */
     char why[320];
     for (int i = 0; i < n_cases; i++) {
         struct hostile *h = &cases[i];
@@ -596,7 +557,7 @@ Test(hostile, every_hostile_mpijob_is_refused_or_fails_invalid_and_the_operator_
             continue;
         if (h->prunable[0]) {
             cJSON *stored = NULL;
-            cr_assert_eq(kube_get(admin, &MPIJOB_RESOURCE_V2BETA1, "default", h->name, &stored, NULL), 0);
+            cr_assert_eq(kube_get(env.admin, &MPIJOB_RESOURCE_V2BETA1, "default", h->name, &stored, NULL), 0);
             bool gone = json_path(stored, h->prunable) == NULL;
             cJSON_Delete(stored);
             if (gone) {
@@ -607,8 +568,8 @@ Test(hostile, every_hostile_mpijob_is_refused_or_fails_invalid_and_the_operator_
             }
         }
         int v;
-        while ((v = invalid_spec(h->name, why, sizeof(why))) == 0 && clock_now_ms() < end)
-            clock_sleep_ms(50);
+        while ((v = invalid_spec(h->name, why, sizeof(why))) == 0 && test_deadline_poll(&d))
+            ;
         cr_expect_eq(v, 1, "%s: admitted as %s, then %s", h->what, h->name, why);
         failed_invalid += v == 1;
         if (verbose)
@@ -619,7 +580,8 @@ Test(hostile, every_hostile_mpijob_is_refused_or_fails_invalid_and_the_operator_
            n_cases, refused, by_code[400], by_code[413], by_code[422], by_code[500], admitted, failed_invalid, pruned);
     fflush(stdout);
     cr_assert_eq(refused + failed_invalid + pruned, n_cases);
-    cr_assert(launcher_exists("valid-before", 1000), "the first job's launcher is still there");
+    cr_assert(test_kube_exists(env.admin, &KUBE_JOBS, "default", "valid-before-launcher"),
+              "the first job's launcher is still there");
     for (int i = 0; i < n_cases; i++)
         free(cases[i].name);
 }

@@ -3,6 +3,7 @@
  * tests/unit/promcheck.py), HEAD, 404, 405, bad listen addresses. */
 #include <criterion/criterion.h>
 
+#include "support/deadline.h"
 #include "support/promcheck.h"
 #include <curl/curl.h>
 #include <stdatomic.h>
@@ -95,7 +96,7 @@ static void request(const char *method, const char *path, struct resp *r)
     cr_assert_not_null(c);
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)test_ms(30000));
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
     curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
@@ -118,7 +119,7 @@ static void request(const char *method, const char *path, struct resp *r)
 
 static int promcheck(const char *text) { return promcheck_run(text, true); }
 
-TestSuite(http_server, .init = setup, .fini = teardown, .timeout = 60);
+TestSuite(http_server, .init = setup, .fini = teardown, .timeout = 120);
 
 Test(http_server, healthz)
 {

@@ -12,8 +12,8 @@
 #include "mpijob/builders.h"
 #include "mpijob/controller.h"
 #include "support/apiserver.h"
+#include "support/deadline.h"
 #include "support/kube_test.h"
-#include "util/clock.h"
 #include "util/json.h"
 
 struct fence {
@@ -31,6 +31,9 @@ static void count_writes(void *ctx, const char *verb, long code, uint64_t ms)
     if (write && code >= 200 && code < 300 && atomic_fetch_add(&f->writes, 1) + 1 >= f->limit)
         kube_client_fence_writes(f->client, true);
 }
+
+/* How long a wait on a controller may take: generous, for a busy machine (scaled). */
+#define WAIT_MS 60000
 
 static struct kube_client *client_for(struct test_apiserver *s) { return test_kube_client(s, NULL); }
 
@@ -79,10 +82,12 @@ static int run_prefix(int limit)
     struct controller_config cfg = {.client = f.client, .threads = 1};
     struct controller *first = NULL;
     cr_assert_eq(controller_start(&cfg, &first), 0);
-    uint64_t end = clock_now_ms() + 5000;
-    while (clock_now_ms() < end && atomic_load(&f.writes) < limit && !settled(admin))
-        clock_sleep_ms(20);
-    clock_sleep_ms(200);
+    /* Until its limit of writes (or the whole sequence) is done and its reconcile is over: the
+     * one that met the fence has then given up. */
+    struct test_deadline d = test_deadline_in(WAIT_MS);
+    while ((atomic_load(&f.writes) < limit && !settled(admin)) || controller_reconciles(first) == 0)
+        cr_assert(test_deadline_poll(&d), "prefix %d: %d writes, %llu reconciles after %s", limit,
+                  atomic_load(&f.writes), (unsigned long long)controller_reconciles(first), test_deadline_text(&d));
     controller_stop(first);
     int made = atomic_load(&f.writes);
 
@@ -90,13 +95,13 @@ static int run_prefix(int limit)
     cfg.client = fresh;
     struct controller *second = NULL;
     cr_assert_eq(controller_start(&cfg, &second), 0);
-    end = clock_now_ms() + 10000;
-    while (clock_now_ms() < end && !settled(admin))
-        clock_sleep_ms(20);
-    clock_sleep_ms(300);
+    /* The launcher is the last of the job's objects: once it is there (and the status), the
+     * sequence is done. */
+    d = test_deadline_in(WAIT_MS);
+    while (!settled(admin))
+        cr_assert(test_deadline_poll(&d), "prefix %d: the job did not reach its full set of objects in %s", limit,
+                  test_deadline_text(&d));
     controller_stop(second);
-
-    cr_assert(settled(admin), "prefix %d: the job reached its full set of objects", limit);
     cr_assert_eq(count_listed(admin, &KUBE_SERVICES), 1, "prefix %d: one Service", limit);
     cr_assert_eq(count_listed(admin, &KUBE_CONFIGMAPS), 1, "prefix %d: one ConfigMap", limit);
     cr_assert_eq(count_listed(admin, &KUBE_SECRETS), 1, "prefix %d: one Secret", limit);
@@ -129,7 +134,7 @@ static int run_prefix(int limit)
     return made;
 }
 
-Test(restart, every_prefix_of_the_creation_sequence_converges, .timeout = 240)
+Test(restart, every_prefix_of_the_creation_sequence_converges, .timeout = 600)
 {
     struct test_apiserver probe;
     cr_assert_eq(test_apiserver_start(&probe), 0);

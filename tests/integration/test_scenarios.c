@@ -23,12 +23,13 @@
 #include "mpijob/builders.h"
 #include "mpijob/controller.h"
 #include "support/apiserver.h"
+#include "support/deadline.h"
 #include "support/kube_test.h"
-#include "util/clock.h"
+#include "support/kube_wait.h"
 #include "util/json.h"
 
 /* Generous: the machine is shared and a real control plane is slow to react; nothing is asserted
- * about how long anything takes. */
+ * about how long anything takes (scaled by the tests' time factor). */
 #define WAIT_MS 90000u
 #define NS "default"
 
@@ -41,8 +42,9 @@ static int launcher_pods_made; /* the double: launcher pods the test made as the
 /* ---- the cluster and the controller ------------------------------------------------------ */
 
 /* Starts the server (with the real controllers when KUBEBUILDER_ASSETS has them) and the
- * controller; gang_scheduler as the operator's --gang-scheduling (NULL: none). */
-static void begin(const char *gang_scheduler)
+ * controller with `threads` reconcile threads; gang_scheduler as the operator's
+ * --gang-scheduling (NULL: none). */
+static void begin_with(int threads, const char *gang_scheduler)
 {
     if (test_apiserver_assets() == TEST_ASSETS_SERVER)
         cr_skip_test("KUBEBUILDER_ASSETS=%s has etcd and kube-apiserver but not kube-controller-manager and "
@@ -55,10 +57,12 @@ static void begin(const char *gang_scheduler)
     admin = test_kube_client(&srv, NULL);
     operator_client = test_operator_client(&srv, NULL);
     cr_assert_eq(event_recorder_new(operator_client, "mpijob-operator", NULL, &recorder), 0);
-    struct controller_config cfg = {.client = operator_client, .threads = 2, .events = recorder,
+    struct controller_config cfg = {.client = operator_client, .threads = threads, .events = recorder,
                                     .options = {.gang_scheduler = gang_scheduler}};
     cr_assert_eq(controller_start(&cfg, &ctl), 0);
 }
+
+static void begin(const char *gang_scheduler) { begin_with(2, gang_scheduler); }
 
 static void end(void)
 {
@@ -133,29 +137,32 @@ static const char *status_text(const char *name)
 
 typedef bool (*check_fn)(const char *name, const void *arg);
 
-static bool eventually(check_fn check, const char *name, const void *arg)
+struct expectation {
+    check_fn check;
+    const char *name;
+    const void *arg;
+};
+
+static bool expectation_holds(void *ctx)
 {
-    uint64_t end_at = clock_now_ms() + WAIT_MS;
-    for (;;) {
-        if (check(name, arg))
-            return true;
-        if (clock_now_ms() > end_at)
-            return false;
-        clock_sleep_ms(100);
-    }
+    const struct expectation *e = ctx;
+    return e->check(e->name, e->arg);
+}
+
+/* Waits until check holds for the job (WAIT_MS, scaled); fails the test saying what was wanted,
+ * with the job's status as it is then. */
+static void expect(check_fn check, const char *name, const void *arg, const char *what)
+{
+    struct expectation e = {check, name, arg};
+    cr_assert(test_wait_until(what, WAIT_MS, expectation_holds, &e, NULL), "MPIJob %s: %s; status %s", name, what,
+              status_text(name));
 }
 
 /* The condition of `type` has status `want` ("True"/"False") on the job. */
 static bool has_condition(const char *name, const char *type, const char *want)
 {
     cJSON *job = get(&MPIJOB_RESOURCE_V2BETA1, name);
-    bool found = false;
-    const cJSON *c;
-    cJSON_ArrayForEach(c, json_path(job, "status.conditions")) {
-        const char *t = json_string(c, "type"), *s = json_string(c, "status");
-        if (t && s && strcmp(t, type) == 0 && strcmp(s, want) == 0)
-            found = true;
-    }
+    bool found = test_kube_has_condition(job, type, want, NULL);
     cJSON_Delete(job);
     return found;
 }
@@ -173,8 +180,9 @@ static bool condition_check(const char *name, const void *arg)
 static void expect_condition(const char *name, const char *type, const char *status)
 {
     struct want_condition w = {type, status};
-    cr_assert(eventually(condition_check, name, &w), "MPIJob %s: condition %s=%s; status %s", name, type, status,
-              status_text(name));
+    char what[128];
+    snprintf(what, sizeof(what), "condition %s=%s", type, status);
+    expect(condition_check, name, &w, what);
 }
 
 /* status.replicaStatuses.<role> is there with these counts (Ready is not compared: the reference
@@ -199,9 +207,10 @@ static void expect_replicas(const char *name, const char *role, long long active
                             long long failed)
 {
     struct want_replicas w = {role, active, succeeded, failed};
-    cr_assert(eventually(replicas_check, name, &w),
-              "MPIJob %s: replicaStatuses.%s active %lld succeeded %lld failed %lld; status %s", name, role, active,
-              succeeded, failed, status_text(name));
+    char what[128];
+    snprintf(what, sizeof(what), "replicaStatuses.%s active %lld succeeded %lld failed %lld", role, active, succeeded,
+             failed);
+    expect(replicas_check, name, &w, what);
 }
 
 /* The Events recorded for the MPIJob with this reason and type, counted with their repeats. */
@@ -211,16 +220,7 @@ static int count_events(const char *name, const char *reason, const char *type)
     char selector[256];
     snprintf(selector, sizeof(selector), "involvedObject.kind=MPIJob,involvedObject.name=%s,reason=%s,type=%s",
              name, reason, type);
-    struct kube_list_opts lo = {.field_selector = selector};
-    cJSON *items = NULL;
-    if (kube_list_all(admin, &KUBE_EVENTS, NS, &lo, &items, NULL, NULL) != 0)
-        return -1;
-    int n = 0;
-    const cJSON *e;
-    cJSON_ArrayForEach(e, items)
-        n += (int)json_int(e, "count", 1);
-    cJSON_Delete(items);
-    return n;
+    return test_kube_count_events(admin, NS, selector);
 }
 
 struct want_event {
@@ -236,7 +236,9 @@ static bool event_check(const char *name, const void *arg)
 static void expect_event(const char *name, const char *reason, const char *type)
 {
     struct want_event w = {reason, type};
-    cr_assert(eventually(event_check, name, &w), "MPIJob %s: a %s event %s", name, type, reason);
+    char what[128];
+    snprintf(what, sizeof(what), "a %s event %s", type, reason);
+    expect(event_check, name, &w, what);
 }
 
 /* The pods of the job in a role, listed by the operator's labels (caller frees). */
@@ -305,7 +307,10 @@ static bool objects_check(const char *name, const void *arg)
 static void expect_objects(const char *name, int workers, const struct kube_resource *group)
 {
     struct want_objects w = {.workers = workers, .group = group};
-    cr_assert(eventually(objects_check, name, &w), "MPIJob %s: %s", name, w.problem);
+    char what[128];
+    snprintf(what, sizeof(what), "its objects, %d workers", workers);
+    struct expectation e = {objects_check, name, &w};
+    cr_assert(test_wait_until(what, WAIT_MS, expectation_holds, &e, NULL), "MPIJob %s: %s", name, w.problem);
 }
 
 static bool launcher_suspended(const char *name)
@@ -325,8 +330,18 @@ static bool suspended_check(const char *name, const void *arg)
 
 static void expect_launcher_suspended(const char *name, bool suspended)
 {
-    cr_assert(eventually(suspended_check, name, &suspended), "the launcher Job of %s is %s", name,
-              suspended ? "suspended" : "not suspended");
+    expect(suspended_check, name, &suspended, suspended ? "the launcher Job suspended" : "the launcher Job not suspended");
+}
+
+/* A job just created: announced, its objects made (with the PodGroup in `group`, when not NULL),
+ * Created, and no pod counted yet. */
+static void expect_just_created(const char *name, const struct kube_resource *group)
+{
+    expect_event(name, "MPIJobCreated", "Normal");
+    expect_objects(name, 2, group);
+    expect_condition(name, "Created", "True");
+    expect_replicas(name, "Launcher", 0, 0, 0);
+    expect_replicas(name, "Worker", 0, 0, 0);
 }
 
 /* ---- the kubelet --------------------------------------------------------------------------- */
@@ -432,8 +447,19 @@ static void launcher_pod(const char *name, const char *other, char *out, size_t 
         return;
     }
     struct launcher_pod lp = {.other = other};
-    cr_assert(eventually(launcher_pod_check, name, &lp), "the Job controller makes a launcher pod for %s", lname);
+    expect(launcher_pod_check, name, &lp, "a launcher pod made by the Job controller");
     snprintf(out, len, "%s", lp.name);
+}
+
+/* The launcher runs (its pod from the Job controller, Running and Ready) next to two Running
+ * workers: announced and counted. The pod's name goes to pod. */
+static void launcher_runs(const char *name, char *pod, size_t len)
+{
+    launcher_pod(name, NULL, pod, len);
+    set_pod(pod, "Running", true);
+    expect_event(name, "MPIJobRunning", "Normal");
+    expect_replicas(name, "Launcher", 1, 0, 0);
+    expect_replicas(name, "Worker", 2, 0, 0);
 }
 
 /* The launcher Job ends: on the double the test writes what the Job controller writes; on a real
@@ -456,22 +482,14 @@ Test(scenarios, success)
 {
     begin(NULL);
     create_job("job", NULL, NULL);
-    expect_event("job", "MPIJobCreated", "Normal");
-    expect_objects("job", 2, NULL);
-    expect_condition("job", "Created", "True");
-    expect_replicas("job", "Launcher", 0, 0, 0);
-    expect_replicas("job", "Worker", 0, 0, 0);
+    expect_just_created("job", NULL);
 
     set_workers("job", "Running", true);
     expect_replicas("job", "Worker", 2, 0, 0);
 
     char pod[256];
-    launcher_pod("job", NULL, pod, sizeof(pod));
-    set_pod(pod, "Running", true);
-    expect_event("job", "MPIJobRunning", "Normal");
+    launcher_runs("job", pod, sizeof(pod));
     expect_condition("job", "Running", "True");
-    expect_replicas("job", "Launcher", 1, 0, 0);
-    expect_replicas("job", "Worker", 2, 0, 0);
 
     set_pod(pod, "Succeeded", false);
     launcher_job_ends("job", true);
@@ -491,7 +509,24 @@ static bool workers_check(const char *name, const void *arg)
 
 static void expect_workers(const char *name, int n)
 {
-    cr_assert(eventually(workers_check, name, &n), "MPIJob %s: %d workers, want %d", name, count_workers(name), n);
+    char what[64];
+    snprintf(what, sizeof(what), "%d workers", n);
+    expect(workers_check, name, &n, what);
+}
+
+static bool ready_check(const char *name, const void *arg)
+{
+    cJSON *job = get(&MPIJOB_RESOURCE_V2BETA1, name);
+    bool ok = json_int(job, "status.replicaStatuses.Worker.ready", 0) == *(const long long *)arg;
+    cJSON_Delete(job);
+    return ok;
+}
+
+static void expect_ready_workers(const char *name, long long ready)
+{
+    char what[64];
+    snprintf(what, sizeof(what), "replicaStatuses.Worker.ready %lld", ready);
+    expect(ready_check, name, &ready, what);
 }
 
 /* launcherCreationPolicy WaitForWorkersReady: Running workers are not enough, the launcher Job
@@ -507,7 +542,11 @@ Test(scenarios, wait_for_workers_ready)
 
     set_workers("job", "Running", false);
     expect_replicas("job", "Worker", 2, 0, 0);
-    clock_sleep_ms(1000); /* room for a wrong launcher to appear; not a timing assertion */
+    /* One worker Ready: the status that counts it comes from a pass after the one that saw both
+     * Running but not Ready (a job's passes run one at a time), which would have made the
+     * launcher then. */
+    set_pod("job-worker-0", "Running", true);
+    expect_ready_workers("job", 1);
     cr_assert(!exists(&KUBE_JOBS, "job-launcher"), "no launcher Job while the workers are not Ready");
 
     set_workers("job", "Running", true);
@@ -516,11 +555,7 @@ Test(scenarios, wait_for_workers_ready)
     expect_replicas("job", "Worker", 2, 0, 0);
 
     char pod[256];
-    launcher_pod("job", NULL, pod, sizeof(pod));
-    set_pod(pod, "Running", true);
-    expect_event("job", "MPIJobRunning", "Normal");
-    expect_replicas("job", "Launcher", 1, 0, 0);
-    expect_replicas("job", "Worker", 2, 0, 0);
+    launcher_runs("job", pod, sizeof(pod));
 }
 
 static bool start_time_check(const char *name, const void *arg)
@@ -553,18 +588,14 @@ Test(scenarios, resuming_and_suspending)
     expect_event("job", "MPIJobResumed", "Normal");
     expect_objects("job", 2, NULL);
     expect_launcher_suspended("job", false);
-    cr_assert(eventually(start_time_check, "job", &yes), "startTime once resumed: %s", status_text("job"));
+    expect(start_time_check, "job", &yes, "startTime once resumed");
     expect_condition("job", "Suspended", "False");
     expect_replicas("job", "Launcher", 0, 0, 0);
     expect_replicas("job", "Worker", 0, 0, 0);
 
     set_workers("job", "Running", true);
     char pod[256];
-    launcher_pod("job", NULL, pod, sizeof(pod));
-    set_pod(pod, "Running", true);
-    expect_event("job", "MPIJobRunning", "Normal");
-    expect_replicas("job", "Launcher", 1, 0, 0);
-    expect_replicas("job", "Worker", 2, 0, 0);
+    launcher_runs("job", pod, sizeof(pod));
 
     patch_job("job", "{\"spec\":{\"runPolicy\":{\"suspend\":true}}}");
     if (srv.is_double) /* the Job controller deletes the pods of a suspended Job */
@@ -640,7 +671,8 @@ static bool podgroup_check(const char *name, const void *arg)
 static void expect_podgroup(const char *name, const struct want_podgroup *w)
 {
     cJSON *pg = NULL;
-    bool ok = eventually(podgroup_check, name, w);
+    struct expectation e = {podgroup_check, name, w};
+    bool ok = test_wait_until("the PodGroup", WAIT_MS, expectation_holds, &e, NULL);
     char *text = NULL;
     if (!ok) {
         pg = get(w->group, name);
@@ -658,11 +690,7 @@ Test(scenarios, gang_with_scheduler_plugins)
 {
     begin("default-scheduler");
     create_job("job", "\"schedulingPolicy\":{\"scheduleTimeoutSeconds\":900},", NULL);
-    expect_event("job", "MPIJobCreated", "Normal");
-    expect_objects("job", 2, &PODGROUP_SCHED_PLUGINS);
-    expect_condition("job", "Created", "True");
-    expect_replicas("job", "Launcher", 0, 0, 0);
-    expect_replicas("job", "Worker", 0, 0, 0);
+    expect_just_created("job", &PODGROUP_SCHED_PLUGINS);
     struct want_podgroup w = {&PODGROUP_SCHED_PLUGINS, 3, 900, NULL};
     expect_podgroup("job", &w);
 
@@ -676,11 +704,7 @@ Test(scenarios, gang_with_volcano)
 {
     begin("volcano");
     create_job("job-by-volcano", "\"schedulingPolicy\":{\"queue\":\"default\"},", NULL);
-    expect_event("job-by-volcano", "MPIJobCreated", "Normal");
-    expect_objects("job-by-volcano", 2, &PODGROUP_VOLCANO);
-    expect_condition("job-by-volcano", "Created", "True");
-    expect_replicas("job-by-volcano", "Launcher", 0, 0, 0);
-    expect_replicas("job-by-volcano", "Worker", 0, 0, 0);
+    expect_just_created("job-by-volcano", &PODGROUP_VOLCANO);
     struct want_podgroup w = {&PODGROUP_VOLCANO, 3, -1, "default"};
     expect_podgroup("job-by-volcano", &w);
 
@@ -692,15 +716,16 @@ Test(scenarios, gang_with_volcano)
 }
 
 /* runPolicy.managedBy names another controller (MultiKueue): the operator leaves the job alone,
- * no status, no objects, while it serves a job of its own next to it. */
+ * no status, no objects, while it serves a job of its own next to it. With one reconcile thread
+ * the jobs are taken in the order of their watch events: once ours is served, the foreign job
+ * created before it has had its turn. */
 Test(scenarios, managed_externally)
 {
-    begin(NULL);
+    begin_with(1, NULL);
     create_job("job", "\"managedBy\":\"kueue.x-k8s.io/multikueue\",", NULL);
     create_job("ours", NULL, NULL);
     expect_objects("ours", 2, NULL);
     expect_condition("ours", "Created", "True");
-    clock_sleep_ms(3000); /* a few more seconds for anything it would do to "job" */
 
     cJSON *job = get(&MPIJOB_RESOURCE_V2BETA1, "job");
     cr_assert_not_null(job);

@@ -22,6 +22,8 @@
 
 #include <curl/curl.h>
 
+#include "support/deadline.h"
+
 #define START_TIMEOUT_MS 60000
 #define CONTROL_PLANE_START_TIMEOUT_MS 120000 /* launch.py gives the controllers 60 s more */
 #define STOP_GRACE_MS 8000
@@ -252,6 +254,7 @@ static int start_with(struct test_apiserver *s, const char *extra_arg, const cha
 
     char ready[300];
     snprintf(ready, sizeof(ready), "%s/ready", s->dir);
+    timeout_ms = (long long)test_ms((uint64_t)timeout_ms);
     long long end = now_ms() + timeout_ms;
     for (;;) {
         if (access(ready, F_OK) == 0)
@@ -427,7 +430,7 @@ static int http(struct test_apiserver *s, const char *method, const char *path, 
     curl_easy_setopt(curl, CURLOPT_CAINFO, ca);
     curl_easy_setopt(curl, CURLOPT_USERAGENT, "mpijob-tests/apiserver-support");
     curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(curl, CURLOPT_TIMEOUT, 60L);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, (long)test_ms(60000));
     curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(curl, CURLOPT_WRITEDATA, &a);
     if (body) {
@@ -558,7 +561,7 @@ static int etcd_post(const char *url, const char *body, cJSON **out)
     curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
     curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body);
     curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(curl, CURLOPT_TIMEOUT, 30L);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, (long)test_ms(30000));
     curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(curl, CURLOPT_WRITEDATA, &a);
     CURLcode rc = curl_easy_perform(curl);

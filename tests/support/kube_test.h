@@ -5,6 +5,14 @@
 #include "kube/client.h"
 #include "support/apiserver.h"
 
+/* Skips the running test unless s is the API-server double; why says what the test needs of it
+ * (fault injection, the request log). */
+#define TEST_REQUIRE_DOUBLE(s, why)                                                                   \
+    do {                                                                                              \
+        if (!(s)->is_double)                                                                          \
+            cr_skip_test("needs the API-server double (%s)", why);                                    \
+    } while (0)
+
 /* Loads the server's kubeconfig and builds a client; fails the running test on any error.
  * opts NULL: what tests want: no client-side rate limit, backoffs of 20 to 200 ms. */
 struct kube_client *test_kube_client(const struct test_apiserver *s, const struct kube_client_options *opts);

@@ -9,6 +9,13 @@
 
 #include <stdlib.h>
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/lsan_interface.h>
+int test_leak_check(void) { return __lsan_do_recoverable_leak_check(); }
+#else
+int test_leak_check(void) { return 0; }
+#endif
+
 static volatile int turned_off;
 
 void test_no_leak_check_at_exit(void) { turned_off = 1; }

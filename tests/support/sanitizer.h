@@ -7,4 +7,9 @@
  * would only warn that it cannot stop the threads the child does not have. */
 void test_no_leak_check_at_exit(void);
 
+/* For a test that is about leaks: Criterion ends a test's process without LeakSanitizer's exit
+ * report, so the test asks for the check itself. Nonzero when something allocated is no longer
+ * reachable (the report is printed); 0 without LeakSanitizer. */
+int test_leak_check(void);
+
 #endif

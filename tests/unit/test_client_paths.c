@@ -10,36 +10,36 @@
 
 static const struct kube_resource MPIJOBS = {"kubeflow.org", "v2beta1", "mpijobs", "MPIJob", true};
 
+static void expect_path(const struct kube_resource *res, const char *ns, const char *name, const char *sub,
+                        const char *want)
+{
+    char *p = kube_path(res, ns, name, sub);
+    cr_assert_str_eq(p, want);
+    free(p);
+}
+
+static void expect_escape(const char *in, const char *want)
+{
+    char *q = kube_escape(in);
+    cr_assert_str_eq(q, want, "kube_escape(\"%s\")", in ? in : "(null)");
+    free(q);
+}
+
 Test(paths, core_and_group_resources)
 {
-    char *p = kube_path(&KUBE_PODS, "default", "p1", NULL);
-    cr_assert_str_eq(p, "/api/v1/namespaces/default/pods/p1");
-    free(p);
-    p = kube_path(&KUBE_PODS, NULL, NULL, NULL);
-    cr_assert_str_eq(p, "/api/v1/pods");
-    free(p);
-    p = kube_path(&MPIJOBS, "team-a", "job", "status");
-    cr_assert_str_eq(p, "/apis/kubeflow.org/v2beta1/namespaces/team-a/mpijobs/job/status");
-    free(p);
-    p = kube_path(&KUBE_NAMESPACES, "ignored", "ns1", NULL);
-    cr_assert_str_eq(p, "/api/v1/namespaces/ns1");
-    free(p);
-    p = kube_path(&KUBE_LEASES, "kube-system", "mpijob-operator", NULL);
-    cr_assert_str_eq(p, "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/mpijob-operator");
-    free(p);
+    expect_path(&KUBE_PODS, "default", "p1", NULL, "/api/v1/namespaces/default/pods/p1");
+    expect_path(&KUBE_PODS, NULL, NULL, NULL, "/api/v1/pods");
+    expect_path(&MPIJOBS, "team-a", "job", "status", "/apis/kubeflow.org/v2beta1/namespaces/team-a/mpijobs/job/status");
+    expect_path(&KUBE_NAMESPACES, "ignored", "ns1", NULL, "/api/v1/namespaces/ns1");
+    expect_path(&KUBE_LEASES, "kube-system", "mpijob-operator", NULL,
+                "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/mpijob-operator");
 }
 
 Test(paths, segments_and_queries_are_percent_encoded)
 {
-    char *p = kube_path(&KUBE_PODS, "a b", "x/y?z", NULL);
-    cr_assert_str_eq(p, "/api/v1/namespaces/a%20b/pods/x%2Fy%3Fz");
-    free(p);
-    char *q = kube_escape("app=demo,tier in (a,b)");
-    cr_assert_str_eq(q, "app%3Ddemo%2Ctier%20in%20%28a%2Cb%29");
-    free(q);
-    q = kube_escape("unreserved-._~AZaz09");
-    cr_assert_str_eq(q, "unreserved-._~AZaz09");
-    free(q);
+    expect_path(&KUBE_PODS, "a b", "x/y?z", NULL, "/api/v1/namespaces/a%20b/pods/x%2Fy%3Fz");
+    expect_escape("app=demo,tier in (a,b)", "app%3Ddemo%2Ctier%20in%20%28a%2Cb%29");
+    expect_escape("unreserved-._~AZaz09", "unreserved-._~AZaz09");
 }
 
 /* Every byte but RFC 3986's unreserved ones is encoded, as %XX in upper case: UTF-8 names,
@@ -54,22 +54,12 @@ Test(paths, every_byte_outside_unreserved_is_encoded)
             snprintf(want, sizeof(want), "%c", ch);
         else
             snprintf(want, sizeof(want), "%%%02X", ch);
-        char *q = kube_escape(in);
-        cr_assert_str_eq(q, want, "byte 0x%02x", ch);
-        free(q);
+        expect_escape(in, want);
     }
-    char *q = kube_escape("team=\xc3\xa9t\xc3\xa9");
-    cr_assert_str_eq(q, "team%3D%C3%A9t%C3%A9");
-    free(q);
-    q = kube_escape("");
-    cr_assert_str_eq(q, "");
-    free(q);
-    q = kube_escape(NULL);
-    cr_assert_str_eq(q, "");
-    free(q);
-    char *p = kube_path(&MPIJOBS, "\xc3\xa9quipe", "job 1", NULL);
-    cr_assert_str_eq(p, "/apis/kubeflow.org/v2beta1/namespaces/%C3%A9quipe/mpijobs/job%201");
-    free(p);
+    expect_escape("team=\xc3\xa9t\xc3\xa9", "team%3D%C3%A9t%C3%A9");
+    expect_escape("", "");
+    expect_escape(NULL, "");
+    expect_path(&MPIJOBS, "\xc3\xa9quipe", "job 1", NULL, "/apis/kubeflow.org/v2beta1/namespaces/%C3%A9quipe/mpijobs/job%201");
 }
 
 Test(errors, status_reasons_map_to_distinct_codes)
@@ -107,18 +97,26 @@ Test(errors, one_describer_for_errno_values_and_named_codes)
     cr_assert(KUBE_ECONFIG < -133 && MPIJOB_EINVALID < -133, "named codes stay clear of errno values");
 }
 
+/* The bucket in real time, judged by what the clock shows rather than by how fast the loop runs:
+ * no more tokens than the burst and 50 a second since it was made (none more while the tries run
+ * on an idle machine), and every token past them paid for with time. */
 Test(ratelimit, burst_then_qps)
 {
+    uint64_t t0 = clock_now_ms();
     struct ratelimit *rl = ratelimit_new(50, 5);
     int taken = 0;
     for (int i = 0; i < 20; i++)
         taken += ratelimit_try(rl);
-    cr_assert_eq(taken, 5, "burst of 5, got %d", taken);
-    /* 10 more tokens at 50/s need about 200 ms of waiting in total */
-    uint64_t waited = 0;
+    uint64_t tried = clock_now_ms() - t0;
+    cr_assert_geq(taken, 5, "burst of 5, got %d", taken);
+    cr_assert_leq(taken, 5 + (int)(tried * 50 / 1000) + 1, "burst of 5, got %d in %llu ms", taken,
+                  (unsigned long long)tried);
+    /* 10 more tokens at 50/s: 20 ms each, waited for. */
     for (int i = 0; i < 10; i++)
-        waited += ratelimit_wait(rl);
-    cr_assert_geq(waited, 150, "waited %llu ms", (unsigned long long)waited);
+        ratelimit_wait(rl);
+    uint64_t elapsed = clock_now_ms() - t0;
+    cr_assert_geq(elapsed + 20, (uint64_t)(taken + 10 - 5) * 20, "%d tokens past the burst in %llu ms", taken + 5,
+                  (unsigned long long)elapsed);
     ratelimit_free(rl);
 }
 

@@ -5,12 +5,17 @@
 #include <stdio.h>
 
 #include "mpijob/expectations.h"
-#include "util/clock.h"
+#include "support/manual_clock.h"
 
+/* The TTL runs on a clock the test moves: the entries expire when it says so, however slowly
+ * the 2,000 insertions went. */
 Test(expectations, counted_failures_and_creations_are_swept_after_the_ttl)
 {
+    struct manual_clock clk;
+    manual_clock_init(&clk);
     struct expectations *e = expectations_new();
     cr_assert_not_null(e);
+    expectations_set_clock(e, &clk.source);
     expectations_set_ttl(e, 20);
     char uid[64];
     for (int i = 0; i < 1000; i++) {
@@ -20,11 +25,19 @@ Test(expectations, counted_failures_and_creations_are_swept_after_the_ttl)
     }
     cr_assert(expect_failure_is_counted(e, "uid-7"));
     cr_assert(expect_pending(e, &KUBE_PODS, "ns", "uid-7"));
-    cr_assert_geq(expectations_size(e), 1999);
-    clock_sleep_ms(40);
+    cr_assert_eq(expectations_size(e), 2000);
+    manual_clock_advance(&clk, 19);
+    cr_assert(expect_failure_is_counted(e, "uid-8"), "expired before the TTL");
+    cr_assert(expect_pending(e, &KUBE_PODS, "ns", "uid-8"), "expired before the TTL");
+    expect_failure_counted(e, "one-more"); /* no sweep yet: the TTL has not passed since the last */
+    cr_assert_eq(expectations_size(e), 2001);
+    manual_clock_advance(&clk, 1);
     cr_assert_not(expect_failure_is_counted(e, "uid-8"), "expired");
-    expect_failure_counted(e, "one-more"); /* the next write sweeps */
-    cr_assert_leq(expectations_size(e), 2, "swept: %zu entries left", expectations_size(e));
+    cr_assert_not(expect_pending(e, &KUBE_PODS, "ns", "uid-8"), "expired");
+    expect_failure_counted(e, "two-more"); /* the next write sweeps */
+    cr_assert_eq(expectations_size(e), 2, "swept: %zu entries left", expectations_size(e));
+    cr_assert(expect_failure_is_counted(e, "one-more"), "one younger than the TTL stays");
+    cr_assert(expect_failure_is_counted(e, "two-more"));
     expectations_free(e);
 }
 

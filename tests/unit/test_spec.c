@@ -8,16 +8,8 @@
 #include <string.h>
 
 #include "mpijob/mpijob.h"
+#include "support/sanitizer.h"
 #include "util/json.h"
-
-#if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/lsan_interface.h>
-/* Criterion ends a test's process without LeakSanitizer's exit report, so tests about leaks
- * ask for the check themselves: nonzero when allocated memory is no longer reachable. */
-static int leak_check(void) { return __lsan_do_recoverable_leak_check(); }
-#else
-static int leak_check(void) { return 0; }
-#endif
 
 /* A valid v2beta1 job that sets every field, none to its default. */
 static const char *full_job =
@@ -124,6 +116,20 @@ static void set_text(cJSON *root, const char *path, const char *json_value)
     set_at(root, path, json_value ? parse_text(json_value) : NULL);
 }
 
+/* A member to set (path, JSON text) or, with value NULL, to remove. */
+struct edit {
+    const char *path, *value;
+};
+
+/* The job text parsed, with the n edits made in turn. */
+static cJSON *edited(const char *text, const struct edit *edits, size_t n)
+{
+    cJSON *obj = parse_text(text);
+    for (size_t i = 0; i < n; i++)
+        set_text(obj, edits[i].path, edits[i].value);
+    return obj;
+}
+
 static int parse_job(const cJSON *obj, struct mpijob **job, struct mpijob_problems *p)
 {
     return mpijob_parse(obj, NULL, job, p);
@@ -135,59 +141,111 @@ static void print_problems(const struct mpijob_problems *p)
         cr_log_info("problem: %s", p->items[i]);
 }
 
-/* ---- defaults and fields ------------------------------------------------------------------ */
-
-Test(spec, minimal_job_gets_every_default)
+/* The job obj describes, which must parse without a problem (they are logged). */
+static struct mpijob *parse_ok(const cJSON *obj)
 {
-    cJSON *obj = parse_text(minimal_job);
     struct mpijob *job = NULL;
     struct mpijob_problems p;
     int rc = parse_job(obj, &job, &p);
     print_problems(&p);
     cr_assert_eq(rc, 0);
     cr_assert_eq(p.count, 0);
-    cr_assert_str_eq(job->api_version, "kubeflow.org/v2beta1");
-    cr_assert_str_eq(job->name, "pi");
-    cr_assert_str_eq(job->namespace, "default");
-    cr_assert_null(job->uid);
-    cr_assert_eq(job->generation, 0);
-    cr_assert_eq(job->slots_per_worker, 1);
-    cr_assert_eq(job->run_launcher_as_worker, false);
-    cr_assert_eq(job->implementation, MPI_OPENMPI);
-    cr_assert_str_eq(job->ssh_auth_mount_path, "/root/.ssh");
-    cr_assert_eq(job->launcher_creation_policy, LAUNCHER_AT_STARTUP);
-    cr_assert_eq(job->run_policy.clean_pod_policy, CLEAN_POD_RUNNING);
-    cr_assert_eq(job->run_policy.backoff_limit, 6);
-    cr_assert_eq(job->run_policy.active_deadline_s, -1);
-    cr_assert_eq(job->run_policy.ttl_after_finished_s, -1);
-    cr_assert_eq(job->run_policy.suspend, false);
-    cr_assert_null(job->run_policy.managed_by);
-    cr_assert_eq(job->run_policy.scheduling.present, false);
-    cr_assert_eq(job->run_policy.scheduling.min_available, -1);
-    cr_assert_null(job->run_policy.scheduling.queue);
+    cr_assert_not_null(job);
+    mpijob_problems_free(&p);
+    return job;
+}
+
+/* ---- a job's fields against a table of them ---------------------------------------------- */
+
+static void expect_str(const char *field, const char *got, const char *want)
+{
+    if (!want)
+        cr_expect_null(got, "%s: \"%s\", want none", field, got);
+    else
+        cr_expect(got && strcmp(got, want) == 0, "%s: \"%s\", want \"%s\"", field, got ? got : "(none)", want);
+}
+
+/* The fields expect_fields compares: strings, and numbers (enums and flags too). */
+#define JOB_STRINGS(X)                                                                                \
+    X(api_version) X(name) X(namespace) X(uid) X(ssh_auth_mount_path) X(run_policy.managed_by)         \
+    X(run_policy.scheduling.queue) X(run_policy.scheduling.priority_class) X(networking.interface)     \
+    X(networking.rdma.device_path) X(networking.rdma.resource_name) X(networking.rdma.hca)
+#define JOB_NUMBERS(X)                                                                                \
+    X(generation) X(slots_per_worker) X(run_launcher_as_worker) X(implementation)                      \
+    X(launcher_creation_policy) X(run_policy.clean_pod_policy) X(run_policy.backoff_limit)             \
+    X(run_policy.active_deadline_s) X(run_policy.ttl_after_finished_s) X(run_policy.suspend)           \
+    X(run_policy.scheduling.present) X(run_policy.scheduling.min_available)                            \
+    X(run_policy.scheduling.schedule_timeout_s) X(launcher.replicas) X(launcher.restart_policy)        \
+    X(worker.replicas) X(worker.restart_policy) X(networking.transport) X(networking.rdma.gid_index)   \
+    X(networking.rdma.gpu_direct) X(networking.rdma.traffic_class)
+
+#define EXPECT_STR(f) expect_str(#f, got->f, want->f);
+#define EXPECT_NUM(f)                                                                                 \
+    cr_expect_eq((long long)got->f, (long long)want->f, "%s: %lld, want %lld", #f, (long long)got->f,  \
+                 (long long)want->f);
+
+/* Every field of the parsed job but the pod templates and minResources is as in want. */
+static void expect_fields(const struct mpijob *got, const struct mpijob *want)
+{
+    JOB_STRINGS(EXPECT_STR)
+    JOB_NUMBERS(EXPECT_NUM)
+}
+
+/* full_job's fields. */
+static const struct mpijob FULL = {
+    .api_version = "kubeflow.org/v2beta1", .name = "pi", .namespace = "research", .uid = "0b1c-77", .generation = 3,
+    .slots_per_worker = 2, .run_launcher_as_worker = true, .implementation = MPI_INTEL,
+    .ssh_auth_mount_path = "/home/mpiuser/.ssh", .launcher_creation_policy = LAUNCHER_WAIT_FOR_WORKERS_READY,
+    .run_policy = {.clean_pod_policy = CLEAN_POD_ALL, .backoff_limit = 3, .active_deadline_s = 3600,
+                   .ttl_after_finished_s = 600, .suspend = true, .managed_by = "kueue.x-k8s.io/multikueue",
+                   .scheduling = {.present = true, .min_available = 3, .queue = "gpu-queue", .priority_class = "high",
+                                  .schedule_timeout_s = 120}},
+    .launcher = {.replicas = 1, .restart_policy = RESTART_NEVER},
+    .worker = {.replicas = 2, .restart_policy = RESTART_ON_FAILURE},
+    .networking = {.transport = TRANSPORT_RDMA, .interface = "eth1",
+                   .rdma = {.device_path = "/dev/ib", .resource_name = "rdma/hca", .hca = "^mlx5_0:1,=mlx5_1",
+                            .gid_index = 3, .gpu_direct = true, .traffic_class = 106}},
+};
+
+/* obj parses, and the job's cleanPodPolicy is want. */
+static void expect_clean_pod_policy(const cJSON *obj, enum clean_pod_policy want)
+{
+    struct mpijob *job = parse_ok(obj);
+    cr_assert_eq(job->run_policy.clean_pod_policy, want, "cleanPodPolicy %s, want %s",
+                 clean_pod_policy_name(job->run_policy.clean_pod_policy), clean_pod_policy_name(want));
+    mpijob_free(job);
+}
+
+/* ---- defaults and fields ------------------------------------------------------------------ */
+
+Test(spec, minimal_job_gets_every_default)
+{
+    cJSON *obj = parse_text(minimal_job);
+    struct mpijob *job = parse_ok(obj);
+    static const struct mpijob defaults = {
+        .api_version = "kubeflow.org/v2beta1", .name = "pi", .namespace = "default", .uid = NULL, .generation = 0,
+        .slots_per_worker = 1, .run_launcher_as_worker = false, .implementation = MPI_OPENMPI,
+        .ssh_auth_mount_path = "/root/.ssh", .launcher_creation_policy = LAUNCHER_AT_STARTUP,
+        .run_policy = {.clean_pod_policy = CLEAN_POD_RUNNING, .backoff_limit = 6, .active_deadline_s = -1,
+                       .ttl_after_finished_s = -1, .suspend = false, .managed_by = NULL,
+                       .scheduling = {.present = false, .min_available = -1, .queue = NULL, .priority_class = NULL,
+                                      .schedule_timeout_s = -1}},
+        .launcher = {.replicas = 1, .restart_policy = RESTART_ON_FAILURE},
+        .worker = {.replicas = 0, .restart_policy = RESTART_NEVER},
+        .networking = {.transport = TRANSPORT_AUTO, .interface = NULL,
+                       .rdma = {.device_path = "/dev/infiniband", .resource_name = NULL, .hca = NULL, .gid_index = -1,
+                                .gpu_direct = false, .traffic_class = -1}},
+    };
+    expect_fields(job, &defaults);
     cr_assert_null(job->run_policy.scheduling.min_resources);
-    cr_assert_null(job->run_policy.scheduling.priority_class);
-    cr_assert_eq(job->run_policy.scheduling.schedule_timeout_s, -1);
-    cr_assert_eq(job->launcher.replicas, 1);
-    cr_assert_eq(job->launcher.restart_policy, RESTART_ON_FAILURE);
     cr_assert_not_null(job->launcher.template);
-    cr_assert_eq(job->worker.replicas, 0);
-    cr_assert_eq(job->worker.restart_policy, RESTART_NEVER);
     cr_assert_null(job->worker.template);
-    cr_assert_eq(job->networking.transport, TRANSPORT_AUTO);
-    cr_assert_null(job->networking.interface);
-    cr_assert_str_eq(job->networking.rdma.device_path, "/dev/infiniband");
-    cr_assert_null(job->networking.rdma.resource_name);
-    cr_assert_null(job->networking.rdma.hca);
-    cr_assert_eq(job->networking.rdma.gid_index, -1);
-    cr_assert_eq(job->networking.rdma.gpu_direct, false);
-    cr_assert_eq(job->networking.rdma.traffic_class, -1);
     mpijob_free(job);
 
     /* A Worker without replicas or restartPolicy gets one worker that is never restarted. */
     set_text(obj, "spec.mpiReplicaSpecs.Worker", "{\"template\":{\"spec\":{\"containers\":"
                                                  "[{\"name\":\"w\"}]}}}");
-    cr_assert_eq(parse_job(obj, &job, &p), 0);
+    job = parse_ok(obj);
     cr_assert_eq(job->worker.replicas, 1);
     cr_assert_eq(job->worker.restart_policy, RESTART_NEVER);
     cr_assert_not_null(job->worker.template);
@@ -198,54 +256,19 @@ Test(spec, minimal_job_gets_every_default)
 Test(spec, full_job_parses_every_field)
 {
     cJSON *obj = parse_text(full_job);
-    struct mpijob *job = NULL;
-    struct mpijob_problems p;
-    int rc = parse_job(obj, &job, &p);
-    print_problems(&p);
-    cr_assert_eq(rc, 0);
+    struct mpijob *job = parse_ok(obj);
     cJSON *launcher_template = cJSON_Duplicate(
         json_path(obj, "spec.mpiReplicaSpecs.Launcher.template"), true);
     cJSON *worker_template = cJSON_Duplicate(
         json_path(obj, "spec.mpiReplicaSpecs.Worker.template"), true);
     cJSON_Delete(obj); /* the job owns everything it holds */
 
-    cr_assert_str_eq(job->namespace, "research");
-    cr_assert_str_eq(job->uid, "0b1c-77");
-    cr_assert_eq(job->generation, 3);
-    cr_assert_eq(job->slots_per_worker, 2);
-    cr_assert_eq(job->run_launcher_as_worker, true);
-    cr_assert_eq(job->implementation, MPI_INTEL);
-    cr_assert_str_eq(job->ssh_auth_mount_path, "/home/mpiuser/.ssh");
-    cr_assert_eq(job->launcher_creation_policy, LAUNCHER_WAIT_FOR_WORKERS_READY);
-    const struct mpijob_run_policy *rp = &job->run_policy;
-    cr_assert_eq(rp->clean_pod_policy, CLEAN_POD_ALL);
-    cr_assert_eq(rp->backoff_limit, 3);
-    cr_assert_eq(rp->active_deadline_s, 3600);
-    cr_assert_eq(rp->ttl_after_finished_s, 600);
-    cr_assert_eq(rp->suspend, true);
-    cr_assert_str_eq(rp->managed_by, "kueue.x-k8s.io/multikueue");
-    cr_assert_eq(rp->scheduling.present, true);
-    cr_assert_eq(rp->scheduling.min_available, 3);
-    cr_assert_str_eq(rp->scheduling.queue, "gpu-queue");
-    cr_assert_str_eq(json_string(rp->scheduling.min_resources, "memory"), "8Gi");
-    cr_assert_eq(cJSON_GetObjectItem(rp->scheduling.min_resources, "nvidia.com/gpu")->valueint, 2);
-    cr_assert_str_eq(rp->scheduling.priority_class, "high");
-    cr_assert_eq(rp->scheduling.schedule_timeout_s, 120);
-    cr_assert_eq(job->launcher.replicas, 1);
-    cr_assert_eq(job->launcher.restart_policy, RESTART_NEVER);
+    expect_fields(job, &FULL);
+    const cJSON *min_resources = job->run_policy.scheduling.min_resources;
+    cr_assert_str_eq(json_string(min_resources, "memory"), "8Gi");
+    cr_assert_eq(cJSON_GetObjectItem(min_resources, "nvidia.com/gpu")->valueint, 2);
     cr_assert(cJSON_Compare(job->launcher.template, launcher_template, true));
-    cr_assert_eq(job->worker.replicas, 2);
-    cr_assert_eq(job->worker.restart_policy, RESTART_ON_FAILURE);
     cr_assert(cJSON_Compare(job->worker.template, worker_template, true));
-    const struct mpijob_networking *net = &job->networking;
-    cr_assert_eq(net->transport, TRANSPORT_RDMA);
-    cr_assert_str_eq(net->interface, "eth1");
-    cr_assert_str_eq(net->rdma.device_path, "/dev/ib");
-    cr_assert_str_eq(net->rdma.resource_name, "rdma/hca");
-    cr_assert_str_eq(net->rdma.hca, "^mlx5_0:1,=mlx5_1");
-    cr_assert_eq(net->rdma.gid_index, 3);
-    cr_assert_eq(net->rdma.gpu_direct, true);
-    cr_assert_eq(net->rdma.traffic_class, 106);
     cJSON_Delete(launcher_template);
     cJSON_Delete(worker_template);
     mpijob_free(job);
@@ -253,37 +276,38 @@ Test(spec, full_job_parses_every_field)
 
 Test(spec, other_enum_values_and_empty_optional_strings)
 {
-    cJSON *obj = parse_text(full_job);
-    set_text(obj, "apiVersion", "\"kubeflow.org/v1alpha2\"");
-    set_text(obj, "spec.mpiImplementation", "\"MPICH\"");
-    set_text(obj, "spec.runPolicy.cleanPodPolicy", "\"None\"");
-    set_text(obj, "spec.networking.transport", "\"TCP\"");
-    set_text(obj, "spec.networking.interface", "\"\"");
-    set_text(obj, "spec.networking.rdma.resourceName", "\"\"");
-    set_text(obj, "spec.networking.rdma.hca", "\"\"");
-    set_text(obj, "spec.networking.rdma.gidIndex", "null");
-    set_text(obj, "spec.networking.rdma.trafficClass", "null");
-    set_text(obj, "spec.mpiReplicaSpecs.Launcher.restartPolicy", "\"OnFailure\"");
-    set_text(obj, "spec.mpiReplicaSpecs.Worker.restartPolicy", "\"Never\"");
-    set_text(obj, "spec.mpiReplicaSpecs.Worker.replicas", "10000");
-    set_text(obj, "metadata.name", "\"a\"");
-    struct mpijob *job = NULL;
-    struct mpijob_problems p;
-    int rc = parse_job(obj, &job, &p);
-    print_problems(&p);
-    cr_assert_eq(rc, 0);
-    cr_assert_str_eq(job->api_version, "kubeflow.org/v1alpha2");
-    cr_assert_eq(job->implementation, MPI_MPICH);
-    cr_assert_eq(job->run_policy.clean_pod_policy, CLEAN_POD_NONE);
-    cr_assert_eq(job->networking.transport, TRANSPORT_TCP);
-    cr_assert_null(job->networking.interface);
-    cr_assert_null(job->networking.rdma.resource_name);
-    cr_assert_null(job->networking.rdma.hca);
-    cr_assert_eq(job->networking.rdma.gid_index, -1);
-    cr_assert_eq(job->networking.rdma.traffic_class, -1);
-    cr_assert_eq(job->launcher.restart_policy, RESTART_ON_FAILURE);
-    cr_assert_eq(job->worker.restart_policy, RESTART_NEVER);
-    cr_assert_eq(job->worker.replicas, 10000);
+    static const struct edit edits[] = {
+        {"apiVersion", "\"kubeflow.org/v1alpha2\""},
+        {"spec.mpiImplementation", "\"MPICH\""},
+        {"spec.runPolicy.cleanPodPolicy", "\"None\""},
+        {"spec.networking.transport", "\"TCP\""},
+        {"spec.networking.interface", "\"\""},
+        {"spec.networking.rdma.resourceName", "\"\""},
+        {"spec.networking.rdma.hca", "\"\""},
+        {"spec.networking.rdma.gidIndex", "null"},
+        {"spec.networking.rdma.trafficClass", "null"},
+        {"spec.mpiReplicaSpecs.Launcher.restartPolicy", "\"OnFailure\""},
+        {"spec.mpiReplicaSpecs.Worker.restartPolicy", "\"Never\""},
+        {"spec.mpiReplicaSpecs.Worker.replicas", "10000"},
+        {"metadata.name", "\"a\""},
+    };
+    cJSON *obj = edited(full_job, edits, sizeof(edits) / sizeof(edits[0]));
+    struct mpijob *job = parse_ok(obj);
+    struct mpijob want = FULL;
+    want.api_version = "kubeflow.org/v1alpha2";
+    want.name = "a";
+    want.implementation = MPI_MPICH;
+    want.run_policy.clean_pod_policy = CLEAN_POD_NONE;
+    want.networking.transport = TRANSPORT_TCP;
+    want.networking.interface = NULL;
+    want.networking.rdma.resource_name = NULL;
+    want.networking.rdma.hca = NULL;
+    want.networking.rdma.gid_index = -1;
+    want.networking.rdma.traffic_class = -1;
+    want.launcher.restart_policy = RESTART_ON_FAILURE;
+    want.worker.restart_policy = RESTART_NEVER;
+    want.worker.replicas = 10000;
+    expect_fields(job, &want);
     mpijob_free(job);
     cJSON_Delete(obj);
 }
@@ -291,11 +315,7 @@ Test(spec, other_enum_values_and_empty_optional_strings)
 Test(spec, legacy_v1alpha2_manifest_parses_and_keeps_templates)
 {
     cJSON *obj = parse_text(legacy_job);
-    struct mpijob *job = NULL;
-    struct mpijob_problems p;
-    int rc = parse_job(obj, &job, &p);
-    print_problems(&p);
-    cr_assert_eq(rc, 0);
+    struct mpijob *job = parse_ok(obj);
     cr_assert_str_eq(job->api_version, "kubeflow.org/v1alpha2");
     cr_assert_eq(job->run_policy.clean_pod_policy, CLEAN_POD_NONE);
     cr_assert_eq(job->worker.replicas, 2);
@@ -315,9 +335,7 @@ Test(spec, legacy_v1alpha2_manifest_parses_and_keeps_templates)
 
     /* The same object read through v2beta1 (conversion None keeps the legacy field). */
     set_text(obj, "apiVersion", "\"kubeflow.org/v2beta1\"");
-    cr_assert_eq(parse_job(obj, &job, &p), 0);
-    cr_assert_eq(job->run_policy.clean_pod_policy, CLEAN_POD_NONE);
-    mpijob_free(job);
+    expect_clean_pod_policy(obj, CLEAN_POD_NONE);
     cJSON_Delete(obj);
 }
 
@@ -325,15 +343,9 @@ Test(spec, run_policy_clean_pod_policy_wins_over_legacy)
 {
     cJSON *obj = parse_text(legacy_job);
     set_text(obj, "spec.runPolicy", "{\"cleanPodPolicy\":\"All\"}");
-    struct mpijob *job = NULL;
-    struct mpijob_problems p;
-    cr_assert_eq(parse_job(obj, &job, &p), 0);
-    cr_assert_eq(job->run_policy.clean_pod_policy, CLEAN_POD_ALL);
-    mpijob_free(job);
+    expect_clean_pod_policy(obj, CLEAN_POD_ALL);
     set_text(obj, "spec.runPolicy.cleanPodPolicy", "\"Running\"");
-    cr_assert_eq(parse_job(obj, &job, &p), 0);
-    cr_assert_eq(job->run_policy.clean_pod_policy, CLEAN_POD_RUNNING);
-    mpijob_free(job);
+    expect_clean_pod_policy(obj, CLEAN_POD_RUNNING);
     cJSON_Delete(obj);
 }
 
@@ -544,15 +556,17 @@ Test(spec, limits_bound_the_worker_count)
 
 Test(spec, several_bad_fields_are_all_listed_in_field_order)
 {
-    cJSON *obj = parse_text(full_job);
     /* Set in an order different from the field order. */
-    set_text(obj, "spec.networking.transport", "\"Infiniband\"");
-    set_text(obj, LAUNCHER ".replicas", "3");
-    set_text(obj, WORKER ".restartPolicy", "\"Always\"");
-    set_text(obj, "spec.slotsPerWorker", "0");
-    set_text(obj, "metadata.namespace", NULL);
-    set_text(obj, RDMA ".gidIndex", "300");
-    set_text(obj, "spec.runPolicy.backoffLimit", "-2");
+    static const struct edit edits[] = {
+        {"spec.networking.transport", "\"Infiniband\""},
+        {LAUNCHER ".replicas", "3"},
+        {WORKER ".restartPolicy", "\"Always\""},
+        {"spec.slotsPerWorker", "0"},
+        {"metadata.namespace", NULL},
+        {RDMA ".gidIndex", "300"},
+        {"spec.runPolicy.backoffLimit", "-2"},
+    };
+    cJSON *obj = edited(full_job, edits, sizeof(edits) / sizeof(edits[0]));
     struct mpijob *job = NULL;
     struct mpijob_problems p;
     cr_assert_eq(parse_job(obj, &job, &p), MPIJOB_EINVALID);
@@ -622,9 +636,7 @@ Test(spec, problems_may_be_null_and_non_objects_are_refused)
 Test(spec, names_of_objects_and_enums)
 {
     cJSON *obj = parse_text(full_job);
-    struct mpijob *job = NULL;
-    struct mpijob_problems p;
-    cr_assert_eq(parse_job(obj, &job, &p), 0);
+    struct mpijob *job = parse_ok(obj);
     char *s = mpijob_worker_name(job, 3);
     cr_assert_str_eq(s, "pi-worker-3");
     free(s);
@@ -661,11 +673,10 @@ Test(spec, launcher_only_job_checks_the_launcher_name_length)
     cJSON *obj = parse_text(minimal_job);
     /* 54 + "-launcher" = 63: fits; one more does not. */
     set_text(obj, "metadata.name", "\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"");
-    struct mpijob *job = NULL;
-    struct mpijob_problems p;
-    cr_assert_eq(parse_job(obj, &job, &p), 0);
+    struct mpijob *job = parse_ok(obj);
     mpijob_free(job);
     set_text(obj, "metadata.name", "\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"");
+    struct mpijob_problems p;
     cr_assert_eq(parse_job(obj, &job, &p), MPIJOB_EINVALID);
     cr_assert_eq(p.count, 1);
     const char *head = "metadata.name: too long: the launcher Job name";
@@ -977,7 +988,7 @@ Test(spec, generated_hostile_bodies_are_refused_cleanly)
     cr_log_info("%d hostile bodies", bodies);
     cr_expect_geq(bodies, 200);
     cr_expect_eq(failed, 0, "%d of %d bodies mishandled", failed, bodies);
-    cr_expect_eq(leak_check(), 0, "memory leaked");
+    cr_expect_eq(test_leak_check(), 0, "memory leaked");
 }
 
 Test(spec, valid_body_after_hostile_ones_leaks_nothing)
@@ -985,15 +996,12 @@ Test(spec, valid_body_after_hostile_ones_leaks_nothing)
     /* The success path too: everything the job holds is released by mpijob_free. */
     for (int i = 0; i < 3; i++) {
         cJSON *obj = parse_text(i == 0 ? full_job : i == 1 ? legacy_job : minimal_job);
-        struct mpijob *job = NULL;
-        struct mpijob_problems p;
-        cr_assert_eq(parse_job(obj, &job, &p), 0);
-        mpijob_free(job);
+        mpijob_free(parse_ok(obj));
         cJSON_Delete(obj);
     }
     mpijob_free(NULL);
     mpijob_problems_free(NULL);
-    cr_expect_eq(leak_check(), 0, "memory leaked");
+    cr_expect_eq(test_leak_check(), 0, "memory leaked");
 }
 
 Test(spec, quantities_as_kubernetes_reads_them)

@@ -60,6 +60,13 @@ static void expect_lines(char *const *got, size_t n, const char *const *want, co
                  n > n_want ? "; first extra: " : "", n > n_want ? got[n_want] : "");
 }
 
+/* Pieces of the templates RDMA writes: its variables, the device mount, the capability, the
+ * device volume. */
+#define RDMA_ENV "{\"name\":\"NCCL_IB_DISABLE\",\"value\":\"0\"},{\"name\":\"NCCL_NET\",\"value\":\"IB\"}"
+#define RDMA_MOUNT "\"volumeMounts\":[{\"name\":\"rdma-devices\",\"mountPath\":\"/dev/infiniband\"}]"
+#define IPC_LOCK_ADDED "\"securityContext\":{\"capabilities\":{\"add\":[\"IPC_LOCK\"]}}"
+#define RDMA_VOLUME "\"volumes\":[{\"name\":\"rdma-devices\",\"hostPath\":{\"path\":\"/dev/infiniband\"}}]"
+
 /* Built by hand so these tests do not depend on the parser; parser defaults otherwise. */
 static struct mpijob *job_new(enum transport t, enum mpi_implementation impl)
 {
@@ -93,6 +100,14 @@ static void job_free(struct mpijob *job)
     free(job);
 }
 
+/* RDMA with GPUDirect: nothing but the defaults and the two variables. */
+static struct mpijob *job_rdma_gdr(enum mpi_implementation impl)
+{
+    struct mpijob *job = job_new(TRANSPORT_RDMA, impl);
+    job->networking.rdma.gpu_direct = true;
+    return job;
+}
+
 static struct mpijob *job_rdma_full(enum mpi_implementation impl)
 {
     struct mpijob *job = job_new(TRANSPORT_RDMA, impl);
@@ -112,6 +127,20 @@ static void apply_expect(const struct mpijob *job, enum pod_role role, const cha
     cr_assert_eq(transport_apply(job, role, tmpl, report), 0, "%s", label);
     expect_json_text(tmpl, want_text, label);
     cJSON_Delete(tmpl);
+}
+
+/* Applies and checks the result against want_text and the report: the conflicts it lists are
+ * `conflicts` (NULL-terminated; NULL: none) and, with all_forwarded, nothing is left for the user
+ * to forward. */
+static void apply_reported(const struct mpijob *job, enum pod_role role, const char *template_text,
+                           const char *want_text, const char *const *conflicts, bool all_forwarded, const char *label)
+{
+    struct transport_report r = {0};
+    apply_expect(job, role, template_text, want_text, &r, label);
+    expect_lines(r.conflicts, r.n_conflicts, conflicts, "conflict", label);
+    if (all_forwarded)
+        cr_assert_eq(r.n_unforwarded, 0, "%s: %zu variables not forwarded", label, r.n_unforwarded);
+    transport_report_free(&r);
 }
 
 /* ---- the matrix ----------------------------------------------------------------------------
@@ -369,59 +398,52 @@ Test(transport, worker_matrix)
 Test(transport, tcp_openmpi_plain_mpirun_gets_env_list)
 {
     struct mpijob *job = job_new(TRANSPORT_TCP, MPI_OPENMPI);
-    struct transport_report r = {0};
-    apply_expect(job, ROLE_LAUNCHER,
-                 "{\"metadata\":{},\"spec\":{\"containers\":[{\"name\":\"l\","
-                 "\"command\":[\"mpirun\",\"-np\",\"2\",\"mpijob-worker\",\"train\"]}]}}",
-                 "{\"metadata\":{},\"spec\":{\"containers\":[{\"name\":\"l\","
-                 "\"command\":[\"mpirun\",\"-np\",\"2\",\"mpijob-worker\",\"train\"],"
-                 "\"env\":[{\"name\":\"NCCL_IB_DISABLE\",\"value\":\"1\"},"
-                 "{\"name\":\"NCCL_NET\",\"value\":\"Socket\"},"
-                 "{\"name\":\"OMPI_MCA_mca_base_env_list\",\"value\":\"NCCL_IB_DISABLE;NCCL_NET\"}]}]}}",
-                 &r, "tcp plain");
-    cr_assert_eq(r.n_conflicts + r.n_unforwarded, 0);
-    transport_report_free(&r);
+    apply_reported(job, ROLE_LAUNCHER,
+                   "{\"metadata\":{},\"spec\":{\"containers\":[{\"name\":\"l\","
+                   "\"command\":[\"mpirun\",\"-np\",\"2\",\"mpijob-worker\",\"train\"]}]}}",
+                   "{\"metadata\":{},\"spec\":{\"containers\":[{\"name\":\"l\","
+                   "\"command\":[\"mpirun\",\"-np\",\"2\",\"mpijob-worker\",\"train\"],"
+                   "\"env\":[{\"name\":\"NCCL_IB_DISABLE\",\"value\":\"1\"},"
+                   "{\"name\":\"NCCL_NET\",\"value\":\"Socket\"},"
+                   "{\"name\":\"OMPI_MCA_mca_base_env_list\",\"value\":\"NCCL_IB_DISABLE;NCCL_NET\"}]}]}}",
+                   NULL, true, "tcp plain");
     job_free(job);
 }
 
 Test(transport, rdma_openmpi_mpirun_x_gets_x_and_device)
 {
     struct mpijob *job = job_rdma_full(MPI_OPENMPI);
-    struct transport_report r = {0};
-    apply_expect(job, ROLE_LAUNCHER,
-                 "{\"spec\":{\"containers\":[{\"name\":\"l\",\"image\":\"i\","
-                 "\"command\":[\"mpirun\",\"-x\",\"FOO\",\"-np\",\"2\",\"python\",\"train.py\"]}]}}",
-                 "{\"spec\":{\"containers\":[{\"name\":\"l\",\"image\":\"i\","
-                 "\"command\":[\"mpirun\",\"-x\",\"NCCL_IB_DISABLE\",\"-x\",\"NCCL_NET\",\"-x\",\"NCCL_IB_HCA\","
-                 "\"-x\",\"NCCL_IB_GID_INDEX\",\"-x\",\"NCCL_NET_GDR_LEVEL\",\"-x\",\"NCCL_IB_TC\","
-                 "\"-x\",\"NCCL_SOCKET_IFNAME\",\"-x\",\"FOO\",\"-np\",\"2\",\"python\",\"train.py\"],"
-                 "\"env\":[{\"name\":\"NCCL_IB_DISABLE\",\"value\":\"0\"},{\"name\":\"NCCL_NET\",\"value\":\"IB\"},"
-                 "{\"name\":\"NCCL_IB_HCA\",\"value\":\"mlx5_0:1\"},{\"name\":\"NCCL_IB_GID_INDEX\",\"value\":\"3\"},"
-                 "{\"name\":\"NCCL_NET_GDR_LEVEL\",\"value\":\"LOC\"},{\"name\":\"NCCL_IB_TC\",\"value\":\"106\"},"
-                 "{\"name\":\"NCCL_SOCKET_IFNAME\",\"value\":\"eth1\"},"
-                 "{\"name\":\"OMPI_MCA_btl_tcp_if_include\",\"value\":\"eth1\"}],"
-                 "\"volumeMounts\":[{\"name\":\"rdma-devices\",\"mountPath\":\"/dev/infiniband\"}],"
-                 "\"securityContext\":{\"capabilities\":{\"add\":[\"IPC_LOCK\"]}},"
-                 "\"resources\":{\"limits\":{\"rdma/hca\":\"1\"},\"requests\":{\"rdma/hca\":\"1\"}}}],"
-                 "\"volumes\":[{\"name\":\"rdma-devices\",\"hostPath\":{\"path\":\"/dev/infiniband\"}}]}}",
-                 &r, "rdma -x");
-    cr_assert_eq(r.n_conflicts + r.n_unforwarded, 0);
-    transport_report_free(&r);
+    apply_reported(job, ROLE_LAUNCHER,
+                   "{\"spec\":{\"containers\":[{\"name\":\"l\",\"image\":\"i\","
+                   "\"command\":[\"mpirun\",\"-x\",\"FOO\",\"-np\",\"2\",\"python\",\"train.py\"]}]}}",
+                   "{\"spec\":{\"containers\":[{\"name\":\"l\",\"image\":\"i\","
+                   "\"command\":[\"mpirun\",\"-x\",\"NCCL_IB_DISABLE\",\"-x\",\"NCCL_NET\",\"-x\",\"NCCL_IB_HCA\","
+                   "\"-x\",\"NCCL_IB_GID_INDEX\",\"-x\",\"NCCL_NET_GDR_LEVEL\",\"-x\",\"NCCL_IB_TC\","
+                   "\"-x\",\"NCCL_SOCKET_IFNAME\",\"-x\",\"FOO\",\"-np\",\"2\",\"python\",\"train.py\"],"
+                   "\"env\":[" RDMA_ENV ","
+                   "{\"name\":\"NCCL_IB_HCA\",\"value\":\"mlx5_0:1\"},{\"name\":\"NCCL_IB_GID_INDEX\",\"value\":\"3\"},"
+                   "{\"name\":\"NCCL_NET_GDR_LEVEL\",\"value\":\"LOC\"},{\"name\":\"NCCL_IB_TC\",\"value\":\"106\"},"
+                   "{\"name\":\"NCCL_SOCKET_IFNAME\",\"value\":\"eth1\"},"
+                   "{\"name\":\"OMPI_MCA_btl_tcp_if_include\",\"value\":\"eth1\"}],"
+                   RDMA_MOUNT ","
+                   IPC_LOCK_ADDED ","
+                   "\"resources\":{\"limits\":{\"rdma/hca\":\"1\"},\"requests\":{\"rdma/hca\":\"1\"}}}],"
+                   RDMA_VOLUME "}}",
+                   NULL, true, "rdma -x");
     job_free(job);
 }
 
 Test(transport, rdma_intel_worker_env_and_device_only)
 {
-    struct mpijob *job = job_new(TRANSPORT_RDMA, MPI_INTEL);
-    job->networking.rdma.gpu_direct = true;
+    struct mpijob *job = job_rdma_gdr(MPI_INTEL);
     job_set(&job->networking.rdma.hca, "vmw_pvrdma0");
     apply_expect(job, ROLE_WORKER, "{\"spec\":{\"containers\":[{\"name\":\"w\"}]}}",
                  "{\"spec\":{\"containers\":[{\"name\":\"w\","
-                 "\"env\":[{\"name\":\"NCCL_IB_DISABLE\",\"value\":\"0\"},{\"name\":\"NCCL_NET\",\"value\":\"IB\"},"
+                 "\"env\":[" RDMA_ENV ","
                  "{\"name\":\"NCCL_IB_HCA\",\"value\":\"vmw_pvrdma0\"}],"
-                 "\"volumeMounts\":[{\"name\":\"rdma-devices\",\"mountPath\":\"/dev/infiniband\"}],"
-                 "\"securityContext\":{\"capabilities\":{\"add\":[\"IPC_LOCK\"]}}}],"
-                 "\"volumes\":[{\"name\":\"rdma-devices\",\"hostPath\":{\"path\":\"/dev/infiniband\"}}]}}",
+                 RDMA_MOUNT ","
+                 IPC_LOCK_ADDED "}],"
+                 RDMA_VOLUME "}}",
                  NULL, "intel worker");
     job_free(job);
 }
@@ -441,97 +463,89 @@ Test(transport, auto_changes_nothing)
 Test(transport, rdma_keeps_users_device_mount_capability_and_resource)
 {
     struct mpijob *job = job_rdma_full(MPI_MPICH);
-    struct transport_report r = {0};
-    apply_expect(job, ROLE_WORKER,
-                 "{\"spec\":{\"containers\":[{\"name\":\"w\","
-                 "\"volumeMounts\":[{\"name\":\"ib\",\"mountPath\":\"/dev/infiniband/\"}],"
-                 "\"securityContext\":{\"runAsUser\":0,\"capabilities\":{\"add\":[\"SYS_NICE\",\"ipc_lock\"],"
-                 "\"drop\":[\"ALL\"]}},"
-                 "\"resources\":{\"limits\":{\"rdma/hca\":\"2\",\"cpu\":\"4\"}}}],"
-                 "\"volumes\":[{\"name\":\"ib\",\"hostPath\":{\"path\":\"/dev/infiniband\"}}]}}",
-                 "{\"spec\":{\"containers\":[{\"name\":\"w\","
-                 "\"volumeMounts\":[{\"name\":\"ib\",\"mountPath\":\"/dev/infiniband/\"}],"
-                 "\"securityContext\":{\"runAsUser\":0,\"capabilities\":{\"add\":[\"SYS_NICE\",\"ipc_lock\"],"
-                 "\"drop\":[\"ALL\"]}},"
-                 "\"resources\":{\"limits\":{\"rdma/hca\":\"2\",\"cpu\":\"4\"},\"requests\":{\"rdma/hca\":\"2\"}},"
-                 "\"env\":[{\"name\":\"NCCL_IB_DISABLE\",\"value\":\"0\"},{\"name\":\"NCCL_NET\",\"value\":\"IB\"},"
-                 "{\"name\":\"NCCL_IB_HCA\",\"value\":\"mlx5_0:1\"},{\"name\":\"NCCL_IB_GID_INDEX\",\"value\":\"3\"},"
-                 "{\"name\":\"NCCL_NET_GDR_LEVEL\",\"value\":\"LOC\"},{\"name\":\"NCCL_IB_TC\",\"value\":\"106\"},"
-                 "{\"name\":\"NCCL_SOCKET_IFNAME\",\"value\":\"eth1\"},{\"name\":\"HYDRA_IFACE\",\"value\":\"eth1\"}]}],"
-                 "\"volumes\":[{\"name\":\"ib\",\"hostPath\":{\"path\":\"/dev/infiniband\"}}]}}",
-                 &r, "user's own");
-    cr_assert_eq(r.n_conflicts, 0);
-    transport_report_free(&r);
+    apply_reported(job, ROLE_WORKER,
+                   "{\"spec\":{\"containers\":[{\"name\":\"w\","
+                   "\"volumeMounts\":[{\"name\":\"ib\",\"mountPath\":\"/dev/infiniband/\"}],"
+                   "\"securityContext\":{\"runAsUser\":0,\"capabilities\":{\"add\":[\"SYS_NICE\",\"ipc_lock\"],"
+                   "\"drop\":[\"ALL\"]}},"
+                   "\"resources\":{\"limits\":{\"rdma/hca\":\"2\",\"cpu\":\"4\"}}}],"
+                   "\"volumes\":[{\"name\":\"ib\",\"hostPath\":{\"path\":\"/dev/infiniband\"}}]}}",
+                   "{\"spec\":{\"containers\":[{\"name\":\"w\","
+                   "\"volumeMounts\":[{\"name\":\"ib\",\"mountPath\":\"/dev/infiniband/\"}],"
+                   "\"securityContext\":{\"runAsUser\":0,\"capabilities\":{\"add\":[\"SYS_NICE\",\"ipc_lock\"],"
+                   "\"drop\":[\"ALL\"]}},"
+                   "\"resources\":{\"limits\":{\"rdma/hca\":\"2\",\"cpu\":\"4\"},\"requests\":{\"rdma/hca\":\"2\"}},"
+                   "\"env\":[" RDMA_ENV ","
+                   "{\"name\":\"NCCL_IB_HCA\",\"value\":\"mlx5_0:1\"},{\"name\":\"NCCL_IB_GID_INDEX\",\"value\":\"3\"},"
+                   "{\"name\":\"NCCL_NET_GDR_LEVEL\",\"value\":\"LOC\"},{\"name\":\"NCCL_IB_TC\",\"value\":\"106\"},"
+                   "{\"name\":\"NCCL_SOCKET_IFNAME\",\"value\":\"eth1\"},{\"name\":\"HYDRA_IFACE\",\"value\":\"eth1\"}]}],"
+                   "\"volumes\":[{\"name\":\"ib\",\"hostPath\":{\"path\":\"/dev/infiniband\"}}]}}",
+                   NULL, false, "user's own");
     job_free(job);
 }
 
-Test(transport, rdma_capability_forms_and_requests_only)
+/* A worker container under RDMA with GPUDirect: its fields `in` are kept as `kept`, and RDMA
+ * adds its variables, the device mount and the device volume (and its capability, where the
+ * container has neither it nor privileged mode); the report lists `conflicts`. */
+struct rdma_worker_case {
+    enum mpi_implementation impl;
+    const char *resource_name; /* NULL: none */
+    const char *in, *kept;
+    const char *conflicts[2];
+};
+
+static void expect_rdma_worker(const struct rdma_worker_case *k, const char *label)
 {
-    struct mpijob *job = job_new(TRANSPORT_RDMA, MPI_INTEL);
-    job_set(&job->networking.rdma.resource_name, "rdma/hca");
-    job->networking.rdma.gpu_direct = true;
-    apply_expect(job, ROLE_WORKER,
-                 "{\"spec\":{\"containers\":[{\"name\":\"w\",\"securityContext\":{\"capabilities\":"
-                 "{\"add\":[\"CAP_IPC_LOCK\"]}},\"resources\":{\"requests\":{\"rdma/hca\":2}}}]}}",
-                 "{\"spec\":{\"containers\":[{\"name\":\"w\",\"securityContext\":{\"capabilities\":"
-                 "{\"add\":[\"CAP_IPC_LOCK\"]}},\"resources\":{\"requests\":{\"rdma/hca\":2},"
-                 "\"limits\":{\"rdma/hca\":2}},"
-                 "\"env\":[{\"name\":\"NCCL_IB_DISABLE\",\"value\":\"0\"},{\"name\":\"NCCL_NET\",\"value\":\"IB\"}],"
-                 "\"volumeMounts\":[{\"name\":\"rdma-devices\",\"mountPath\":\"/dev/infiniband\"}]}],"
-                 "\"volumes\":[{\"name\":\"rdma-devices\",\"hostPath\":{\"path\":\"/dev/infiniband\"}}]}}",
-                 NULL, "CAP_ form, requests only");
+    struct mpijob *job = job_rdma_gdr(k->impl);
+    if (k->resource_name)
+        job_set(&job->networking.rdma.resource_name, k->resource_name);
+    char *in = NULL, *want = NULL;
+    cr_assert_geq(asprintf(&in, "{\"spec\":{\"containers\":[{\"name\":\"w\",%s}]}}", k->in), 0);
+    cr_assert_geq(asprintf(&want, "{\"spec\":{\"containers\":[{\"name\":\"w\",%s,\"env\":[" RDMA_ENV "]," RDMA_MOUNT
+                                  "}]," RDMA_VOLUME "}}",
+                           k->kept),
+                  0);
+    apply_reported(job, ROLE_WORKER, in, want, k->conflicts, false, label);
+    free(in);
+    free(want);
     job_free(job);
 }
 
-Test(transport, rdma_legacy_privileged_template_stays_as_written)
-{
-    struct mpijob *job = job_new(TRANSPORT_RDMA, MPI_OPENMPI);
-    job->networking.rdma.gpu_direct = true;
-    apply_expect(job, ROLE_WORKER,
-                 "{\"spec\":{\"containers\":[{\"name\":\"w\",\"securityContext\":{\"privileged\":true}}]}}",
-                 "{\"spec\":{\"containers\":[{\"name\":\"w\",\"securityContext\":{\"privileged\":true},"
-                 "\"env\":[{\"name\":\"NCCL_IB_DISABLE\",\"value\":\"0\"},{\"name\":\"NCCL_NET\",\"value\":\"IB\"}],"
-                 "\"volumeMounts\":[{\"name\":\"rdma-devices\",\"mountPath\":\"/dev/infiniband\"}]}],"
-                 "\"volumes\":[{\"name\":\"rdma-devices\",\"hostPath\":{\"path\":\"/dev/infiniband\"}}]}}",
-                 NULL, "privileged");
-    job_free(job);
-}
+#define RDMA_WORKER_CASE(name, ...)                                                                   \
+    Test(transport, name)                                                                             \
+    {                                                                                                 \
+        static const struct rdma_worker_case k = {__VA_ARGS__};                                       \
+        expect_rdma_worker(&k, #name);                                                                \
+    }
 
-Test(transport, rdma_never_sets_privileged_and_reports_a_dropped_ipc_lock)
-{
-    struct mpijob *job = job_new(TRANSPORT_RDMA, MPI_OPENMPI);
-    job->networking.rdma.gpu_direct = true;
-    struct transport_report r = {0};
-    apply_expect(job, ROLE_WORKER,
-                 "{\"spec\":{\"containers\":[{\"name\":\"w\",\"securityContext\":{\"privileged\":false,"
-                 "\"capabilities\":{\"drop\":[\"IPC_LOCK\"]}}}]}}",
-                 "{\"spec\":{\"containers\":[{\"name\":\"w\",\"securityContext\":{\"privileged\":false,"
-                 "\"capabilities\":{\"drop\":[\"IPC_LOCK\"],\"add\":[\"IPC_LOCK\"]}},"
-                 "\"env\":[{\"name\":\"NCCL_IB_DISABLE\",\"value\":\"0\"},{\"name\":\"NCCL_NET\",\"value\":\"IB\"}],"
-                 "\"volumeMounts\":[{\"name\":\"rdma-devices\",\"mountPath\":\"/dev/infiniband\"}]}],"
-                 "\"volumes\":[{\"name\":\"rdma-devices\",\"hostPath\":{\"path\":\"/dev/infiniband\"}}]}}",
-                 &r, "drop");
-    const char *want[] = {"IPC_LOCK: the worker template drops this capability, transport RDMA needs it to "
-                          "register memory; the template's drop is kept",
-                          NULL};
-    expect_lines(r.conflicts, r.n_conflicts, want, "conflict", "drop");
-    transport_report_free(&r);
-    job_free(job);
-}
+RDMA_WORKER_CASE(rdma_capability_forms_and_requests_only, .impl = MPI_INTEL, .resource_name = "rdma/hca",
+                 .in = "\"securityContext\":{\"capabilities\":{\"add\":[\"CAP_IPC_LOCK\"]}},"
+                       "\"resources\":{\"requests\":{\"rdma/hca\":2}}",
+                 .kept = "\"securityContext\":{\"capabilities\":{\"add\":[\"CAP_IPC_LOCK\"]}},"
+                         "\"resources\":{\"requests\":{\"rdma/hca\":2},\"limits\":{\"rdma/hca\":2}}")
+
+RDMA_WORKER_CASE(rdma_legacy_privileged_template_stays_as_written, .impl = MPI_OPENMPI,
+                 .in = "\"securityContext\":{\"privileged\":true}", .kept = "\"securityContext\":{\"privileged\":true}")
+
+RDMA_WORKER_CASE(rdma_never_sets_privileged_and_reports_a_dropped_ipc_lock, .impl = MPI_OPENMPI,
+                 .in = "\"securityContext\":{\"privileged\":false,\"capabilities\":{\"drop\":[\"IPC_LOCK\"]}}",
+                 .kept = "\"securityContext\":{\"privileged\":false,"
+                         "\"capabilities\":{\"drop\":[\"IPC_LOCK\"],\"add\":[\"IPC_LOCK\"]}}",
+                 .conflicts = {"IPC_LOCK: the worker template drops this capability, transport RDMA needs it to "
+                               "register memory; the template's drop is kept"})
 
 Test(transport, rdma_volume_names)
 {
-    struct mpijob *job = job_new(TRANSPORT_RDMA, MPI_OPENMPI);
-    job->networking.rdma.gpu_direct = true;
+    struct mpijob *job = job_rdma_gdr(MPI_OPENMPI);
     job_set(&job->networking.rdma.device_path, "/dev/rdma");
     /* the name is taken by something else: the next free one */
     apply_expect(job, ROLE_WORKER,
                  "{\"spec\":{\"containers\":[{\"name\":\"w\",\"env\":null}],"
                  "\"volumes\":[{\"name\":\"rdma-devices\",\"emptyDir\":{}}]}}",
                  "{\"spec\":{\"containers\":[{\"name\":\"w\","
-                 "\"env\":[{\"name\":\"NCCL_IB_DISABLE\",\"value\":\"0\"},{\"name\":\"NCCL_NET\",\"value\":\"IB\"}],"
+                 "\"env\":[" RDMA_ENV "],"
                  "\"volumeMounts\":[{\"name\":\"rdma-devices-1\",\"mountPath\":\"/dev/rdma\"}],"
-                 "\"securityContext\":{\"capabilities\":{\"add\":[\"IPC_LOCK\"]}}}],"
+                 IPC_LOCK_ADDED "}],"
                  "\"volumes\":[{\"name\":\"rdma-devices\",\"emptyDir\":{}},"
                  "{\"name\":\"rdma-devices-1\",\"hostPath\":{\"path\":\"/dev/rdma\"}}]}}",
                  NULL, "name taken");
@@ -541,9 +555,9 @@ Test(transport, rdma_volume_names)
                  "[{\"name\":\"rdma-devices\",\"mountPath\":\"/dev/rdma\"}]}],"
                  "\"volumes\":[{\"name\":\"rdma-devices\",\"hostPath\":{\"path\":\"/dev/rdma/\"}}]}}",
                  "{\"spec\":{\"containers\":[{\"name\":\"w\","
-                 "\"env\":[{\"name\":\"NCCL_IB_DISABLE\",\"value\":\"0\"},{\"name\":\"NCCL_NET\",\"value\":\"IB\"}],"
+                 "\"env\":[" RDMA_ENV "],"
                  "\"volumeMounts\":[{\"name\":\"rdma-devices\",\"mountPath\":\"/dev/rdma\"}],"
-                 "\"securityContext\":{\"capabilities\":{\"add\":[\"IPC_LOCK\"]}}},"
+                 IPC_LOCK_ADDED "},"
                  "{\"name\":\"side\",\"volumeMounts\":[{\"name\":\"rdma-devices\",\"mountPath\":\"/dev/rdma\"}]}],"
                  "\"volumes\":[{\"name\":\"rdma-devices\",\"hostPath\":{\"path\":\"/dev/rdma/\"}}]}}",
                  NULL, "same volume");
@@ -682,20 +696,17 @@ Test(transport, interface_exclude_list_refuses_our_include)
 {
     struct mpijob *job = job_new(TRANSPORT_TCP, MPI_OPENMPI);
     job_set(&job->networking.interface, "eth1");
-    struct transport_report r = {0};
-    apply_expect(job, ROLE_LAUNCHER,
-                 "{\"spec\":{\"containers\":[{\"command\":[\"mpirun\",\"p\"],"
-                 "\"env\":[{\"name\":\"OMPI_MCA_btl_tcp_if_exclude\",\"value\":\"lo,eth0\"}]}]}}",
-                 "{\"spec\":{\"containers\":[{\"command\":[\"mpirun\",\"p\"],"
-                 "\"env\":[{\"name\":\"OMPI_MCA_btl_tcp_if_exclude\",\"value\":\"lo,eth0\"}," TCP_ENV ","
-                 "{\"name\":\"NCCL_SOCKET_IFNAME\",\"value\":\"eth1\"},"
-                 "{\"name\":\"OMPI_MCA_mca_base_env_list\",\"value\":\"NCCL_IB_DISABLE;NCCL_NET;NCCL_SOCKET_IFNAME\"}]}]}}",
-                 &r, "exclude");
-    const char *want[] = {"OMPI_MCA_btl_tcp_if_include: the launcher template sets OMPI_MCA_btl_tcp_if_exclude, "
+    static const char *const conflicts[] = {"OMPI_MCA_btl_tcp_if_include: the launcher template sets OMPI_MCA_btl_tcp_if_exclude, "
                           "which cannot be combined with it; networking.interface eth1 is not applied to it",
                           NULL};
-    expect_lines(r.conflicts, r.n_conflicts, want, "conflict", "exclude");
-    transport_report_free(&r);
+    apply_reported(job, ROLE_LAUNCHER,
+                   "{\"spec\":{\"containers\":[{\"command\":[\"mpirun\",\"p\"],"
+                   "\"env\":[{\"name\":\"OMPI_MCA_btl_tcp_if_exclude\",\"value\":\"lo,eth0\"}]}]}}",
+                   "{\"spec\":{\"containers\":[{\"command\":[\"mpirun\",\"p\"],"
+                   "\"env\":[{\"name\":\"OMPI_MCA_btl_tcp_if_exclude\",\"value\":\"lo,eth0\"}," TCP_ENV ","
+                   "{\"name\":\"NCCL_SOCKET_IFNAME\",\"value\":\"eth1\"},"
+                   "{\"name\":\"OMPI_MCA_mca_base_env_list\",\"value\":\"NCCL_IB_DISABLE;NCCL_NET;NCCL_SOCKET_IFNAME\"}]}]}}",
+                   conflicts, false, "exclude");
     job_free(job);
 }
 
@@ -703,14 +714,11 @@ Test(transport, intel_and_mpich_launchers_are_never_rewritten)
 {
     for (int impl = MPI_INTEL; impl <= MPI_MPICH; impl++) {
         struct mpijob *job = job_new(TRANSPORT_TCP, impl);
-        struct transport_report r = {0};
-        apply_expect(job, ROLE_LAUNCHER,
-                     "{\"spec\":{\"containers\":[{\"command\":[\"sh\",\"-c\",\"mpirun -x A -n 2 p\"]}]}}",
-                     "{\"spec\":{\"containers\":[{\"command\":[\"sh\",\"-c\",\"mpirun -x A -n 2 p\"],"
-                     "\"env\":[" TCP_ENV "]}]}}",
-                     &r, impl == MPI_INTEL ? "intel" : "mpich");
-        cr_assert_eq(r.n_unforwarded + r.n_conflicts, 0);
-        transport_report_free(&r);
+        apply_reported(job, ROLE_LAUNCHER,
+                       "{\"spec\":{\"containers\":[{\"command\":[\"sh\",\"-c\",\"mpirun -x A -n 2 p\"]}]}}",
+                       "{\"spec\":{\"containers\":[{\"command\":[\"sh\",\"-c\",\"mpirun -x A -n 2 p\"],"
+                       "\"env\":[" TCP_ENV "]}]}}",
+                       NULL, true, impl == MPI_INTEL ? "intel" : "mpich");
         job_free(job);
     }
 }

@@ -158,7 +158,7 @@ Test(clock, precise_ms_is_monotonic_and_agrees_with_ms)
 {
     uint64_t before = clock_now_ms();
     double a = clock_now_ms_precise();
-    clock_sleep_ms(2);
+    clock_sleep_ms(2); /* the clocks under test: at least 2 ms pass, which they must show */
     double b = clock_now_ms_precise();
     uint64_t after = clock_now_ms();
     cr_assert_geq(b - a, 2.0, "%f", b - a);

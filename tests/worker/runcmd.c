@@ -10,6 +10,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "support/deadline.h"
+
 const char *runcmd_src_dir(void)
 {
     const char *d = getenv("MPIJOB_SRC_DIR");
@@ -40,6 +42,9 @@ int runcmd(const char *cmd, char **out, char **err)
 {
     FILE *fo = tmpfile(), *fe = tmpfile();
     cr_assert(fo && fe, "tmpfile");
+    char limit[32];
+    snprintf(limit, sizeof(limit), "%llu", (unsigned long long)(test_ms(RUNCMD_LIMIT_MS) / 1000));
+    cr_assert_eq(setenv("RUNCMD_LIMIT_S", limit, 1), 0);
     fflush(stdout);
     fflush(stderr);
     pid_t pid = fork();

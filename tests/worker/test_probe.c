@@ -75,43 +75,54 @@ Test(rdma_suggest, infiniband_needs_no_gid_index)
     cr_expect_not_null(strstr(s.gid_reason, "InfiniBand"), "%s", s.gid_reason);
 }
 
+/* The suggestion for one device: its HCA list (NULL: not compared), GID index, and a word of
+ * the reason given for the index. */
+static void expect_suggestion(const struct wk_rdma_device *d, const char *hca, int gid_index, const char *reason)
+{
+    struct wk_rdma_suggestion s;
+    wk_rdma_suggest(d, 1, &s);
+    if (hca)
+        cr_expect_str_eq(s.hca, hca);
+    cr_expect_eq(s.gid_index, gid_index);
+    cr_expect_not_null(strstr(s.gid_reason, reason), "%s", s.gid_reason);
+}
+
+struct gid_row {
+    int index;
+    const char *gid, *type;
+};
+
+/* Device name with one ACTIVE RoCE port holding the n GIDs of rows. */
+static void roce_port(struct wk_rdma_device *d, const char *name, const struct gid_row *rows, size_t n)
+{
+    device(d, name);
+    struct wk_rdma_port *p = add_port(d, "ACTIVE", "Ethernet");
+    for (size_t i = 0; i < n; i++)
+        add_gid(p, rows[i].index, rows[i].gid, rows[i].type);
+}
+
 Test(rdma_suggest, roce_prefers_v2_with_ipv4)
 {
     struct wk_rdma_device d;
     roce_mlx5(&d, "mlx5_0", "ACTIVE");
-    struct wk_rdma_suggestion s;
-    wk_rdma_suggest(&d, 1, &s);
-    cr_expect_str_eq(s.hca, "mlx5_0:1");
-    cr_expect_eq(s.gid_index, 3);
-    cr_expect_not_null(strstr(s.gid_reason, "IPv4"), "%s", s.gid_reason);
+    expect_suggestion(&d, "mlx5_0:1", 3, "IPv4");
 }
 
 Test(rdma_suggest, roce_v2_without_ipv4_takes_lowest_v2)
 {
+    static const struct gid_row gids[] = {{0, LINK_LOCAL, "RoCE v1"}, {1, LINK_LOCAL, "RoCE v2"},
+                                          {4, "fd00:0000:0000:0000:0250:56ff:fe8a:1b2c", "RoCE v2"}};
     struct wk_rdma_device d;
-    device(&d, "mlx5_0");
-    struct wk_rdma_port *p = add_port(&d, "ACTIVE", "Ethernet");
-    add_gid(p, 0, LINK_LOCAL, "RoCE v1");
-    add_gid(p, 1, LINK_LOCAL, "RoCE v2");
-    add_gid(p, 4, "fd00:0000:0000:0000:0250:56ff:fe8a:1b2c", "RoCE v2");
-    struct wk_rdma_suggestion s;
-    wk_rdma_suggest(&d, 1, &s);
-    cr_expect_eq(s.gid_index, 1);
-    cr_expect_not_null(strstr(s.gid_reason, "lowest RoCE v2"), "%s", s.gid_reason);
+    roce_port(&d, "mlx5_0", gids, 3);
+    expect_suggestion(&d, NULL, 1, "lowest RoCE v2");
 }
 
 Test(rdma_suggest, roce_v1_only_leaves_the_default)
 {
+    static const struct gid_row gids[] = {{0, LINK_LOCAL, "RoCE v1"}, {1, MAPPED_10_0_0_7, "RoCE v1"}};
     struct wk_rdma_device d;
-    device(&d, "mlx4_0");
-    struct wk_rdma_port *p = add_port(&d, "ACTIVE", "Ethernet");
-    add_gid(p, 0, LINK_LOCAL, "RoCE v1");
-    add_gid(p, 1, MAPPED_10_0_0_7, "RoCE v1");
-    struct wk_rdma_suggestion s;
-    wk_rdma_suggest(&d, 1, &s);
-    cr_expect_str_eq(s.hca, "mlx4_0:1");
-    cr_expect_eq(s.gid_index, -1);
-    cr_expect_not_null(strstr(s.gid_reason, "RoCE v1"), "%s", s.gid_reason);
+    roce_port(&d, "mlx4_0", gids, 2);
+    expect_suggestion(&d, "mlx4_0:1", -1, "RoCE v1");
 }
 
 /* VMware PVRDMA: a RoCE device whose IPv4 RoCE v2 GID comes first; and a DOWN port elsewhere. */

@@ -438,7 +438,7 @@ static void run_check(const char *what)
 {
     char cmd[PATH_MAX + 128];
     char *out = NULL, *err = NULL;
-    snprintf(cmd, sizeof(cmd), "cd '%s' && timeout -k 5 60 sh tests/worker/check-worker-image.sh %s", src_dir(), what);
+    snprintf(cmd, sizeof(cmd), "cd '%s' && " RUNCMD_TIMEOUT " sh tests/worker/check-worker-image.sh %s", src_dir(), what);
     int code = runcmd(cmd, &out, &err);
     char why[1024];
     snprintf(why, sizeof(why), "%s", err);
