@@ -93,7 +93,9 @@ build/asan/bin/mpijob-tests: $(TEST_SRC:%.c=build/asan/obj/%.o) build/asan/lib/l
 	$(CC) $(ASAN_FLAGS) -o $@ $(filter %.o,$^) build/asan/lib/libkube.a $(LIBS) -lcriterion
 
 # The worker's tests: its modules under the sanitizers, and mpirun runs of build/bin/mpijob-worker.
-build/asan/bin/worker-tests: $(WORKER_TEST_SRC:%.c=build/asan/obj/%.o) $(WORKER_SRC:%.c=build/asan/obj/%.o)
+# The worker's tests share the tests' deadline module (its factor scales Criterion's timeouts too).
+build/asan/bin/worker-tests: $(WORKER_TEST_SRC:%.c=build/asan/obj/%.o) build/asan/obj/tests/support/deadline.o \
+		$(WORKER_SRC:%.c=build/asan/obj/%.o)
 	@mkdir -p $(dir $@)
 	$(CC) $(ASAN_FLAGS) -o $@ $^ $(WORKER_LIBS) -lcriterion
 

@@ -44,8 +44,12 @@ import urllib.error
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tests", "support"))
+from deadline import scaled  # noqa: E402
 
-READY_TIMEOUT = 60.0
+# Seconds for the server (and again for the controllers) to be ready, scaled by
+# $MPIJOB_TEST_TIME_SCALE: a real etcd and kube-apiserver starting on a busy 2-core machine.
+READY_TIMEOUT = scaled(90.0)
 STOP_GRACE = 5.0      # seconds for the children to stop before SIGKILL (tests/support allows 8 in all)
 
 

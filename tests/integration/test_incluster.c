@@ -17,9 +17,9 @@
 #include "kube/config.h"
 #include "kube/errors.h"
 #include "support/apiserver.h"
+#include "support/deadline.h"
 #include "support/kube_test.h"
 #include "support/operator.h"
-#include "util/clock.h"
 
 static struct test_apiserver srv;
 static char sa_dir[300];
@@ -73,7 +73,13 @@ static void setup(void)
 
 static void teardown(void) { test_apiserver_stop(&srv); }
 
-TestSuite(incluster, .init = setup, .fini = teardown);
+static void teardown_all(void)
+{
+    test_operator_stop_all();
+    teardown();
+}
+
+TestSuite(incluster, .init = setup, .fini = teardown_all);
 
 /* A client of the in-cluster configuration in sa_dir (the client owns it; *cfg_out is for the
  * test's settings), with no retries of its own: each call is one attempt. */
@@ -163,17 +169,17 @@ static int enter_pod_mounts(void *arg)
     return 0;
 }
 
-/* Polls the operator's /readyz until it answers want, for up to ms; the last answer in body. */
+/* Polls the operator's /readyz until it answers want, for up to test_ms(ms); the last answer in
+ * body. */
 static bool wait_ready(int port, long want, char *body, size_t len, uint64_t ms)
 {
-    uint64_t end = clock_now_ms() + ms;
-    for (;;) {
+    struct test_deadline d = test_deadline_in(ms);
+    do {
         if (test_http_get(port, "/readyz", body, len) == want)
             return true;
-        if (clock_now_ms() >= end)
-            return false;
-        clock_sleep_ms(100);
-    }
+    } while (test_deadline_poll_every(&d, 100));
+    test_wait_failed("/readyz to answer", &d, body);
+    return false;
 }
 
 Test(incluster, the_operator_waits_for_its_ca_alive_and_not_ready, .timeout = 240)
@@ -187,11 +193,7 @@ Test(incluster, the_operator_waits_for_its_ca_alive_and_not_ready, .timeout = 24
 
     /* No ca.crt: alive from the start, not ready, and both say why, naming the file. */
     const char *ca_file = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt";
-    uint64_t end = clock_now_ms() + 60000;
-    while (clock_now_ms() < end && !test_operator_log_has(&op, "API server not reachable yet"))
-        clock_sleep_ms(100);
-    cr_assert(test_operator_log_has(&op, "API server not reachable yet"), "log:\n%s",
-              test_operator_log_tail(&op, 4000));
+    cr_assert(test_operator_wait_log(&op, "API server not reachable yet", 1, 60000), "it waits for the API server");
     cr_assert(test_operator_log_has(&op, ca_file), "the log names the CA file:\n%s", test_operator_log_tail(&op, 4000));
     int port = test_operator_port(&op, "health");
     cr_assert_gt(port, 0, "the health server's port is logged:\n%s", test_operator_log_tail(&op, 4000));

@@ -24,8 +24,8 @@
 
 #include "support/deadline.h"
 
-#define START_TIMEOUT_MS 60000
-#define CONTROL_PLANE_START_TIMEOUT_MS 120000 /* launch.py gives the controllers 60 s more */
+#define START_TIMEOUT_MS 120000 /* launch.py reports its own reason after 90 s (both scaled) */
+#define CONTROL_PLANE_START_TIMEOUT_MS 240000 /* launch.py gives the controllers 90 s more */
 #define STOP_GRACE_MS 8000
 #define MAX_ANSWER (64u * 1024u * 1024u)
 

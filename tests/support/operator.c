@@ -11,7 +11,12 @@
 #include <unistd.h>
 
 #include "support/command.h"
-#include "util/clock.h"
+#include "support/deadline.h"
+
+/* What this process started and has not stopped, by value (a test's own struct may be gone by
+ * the time its suite's .fini runs), for test_operator_stop_all. */
+static struct test_operator started[16];
+static size_t n_started;
 
 const char *test_operator_binary(void)
 {
@@ -23,8 +28,8 @@ const char *test_operator_binary(void)
 
 void test_operator_start(struct test_operator *op, char *const args[], int (*in_child)(void *), void *arg)
 {
-    static int started;
-    snprintf(op->log_path, sizeof(op->log_path), "/tmp/mpijob-operator-test.%d.%d.log", (int)getpid(), started++);
+    static int runs;
+    snprintf(op->log_path, sizeof(op->log_path), "/tmp/mpijob-operator-test.%d.%d.log", (int)getpid(), runs++);
     const char *binary = test_operator_binary();
     pid_t parent = getpid();
     op->pid = fork();
@@ -41,21 +46,25 @@ void test_operator_start(struct test_operator *op, char *const args[], int (*in_
         execv(binary, args);
         _exit(127);
     }
+    if (n_started < sizeof(started) / sizeof(started[0]))
+        started[n_started++] = *op;
 }
 
 int test_operator_wait_exit(struct test_operator *op, uint64_t ms)
 {
-    uint64_t end = clock_now_ms() + ms;
+    struct test_deadline d = test_deadline_in(ms);
     for (;;) {
         int status;
         if (op->pid > 0 && waitpid(op->pid, &status, WNOHANG) == op->pid) {
             op->pid = 0;
             return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         }
-        if (clock_now_ms() >= end)
-            return -1;
-        clock_sleep_ms(20);
+        if (!test_deadline_poll(&d))
+            break;
     }
+    if (ms > 0)
+        test_wait_failed("the operator to exit", &d, test_operator_log_tail(op, 2000));
+    return -1;
 }
 
 static char *read_log(const struct test_operator *op, size_t *len)
@@ -98,13 +107,33 @@ int test_operator_port(const struct test_operator *op, const char *what)
     return port;
 }
 
-bool test_operator_log_has(const struct test_operator *op, const char *text)
+int test_operator_log_count(const struct test_operator *op, const char *text)
 {
     size_t len;
     char *log = read_log(op, &len);
-    bool found = log && strstr(log, text) != NULL;
+    int count = 0;
+    for (const char *p = log; p && (p = strstr(p, text)) != NULL; p += strlen(text))
+        count++;
     free(log);
-    return found;
+    return count;
+}
+
+bool test_operator_log_has(const struct test_operator *op, const char *text)
+{
+    return test_operator_log_count(op, text) > 0;
+}
+
+bool test_operator_wait_log(const struct test_operator *op, const char *text, int times, uint64_t ms)
+{
+    struct test_deadline d = test_deadline_in(ms);
+    do {
+        if (test_operator_log_count(op, text) >= times)
+            return true;
+    } while (test_deadline_poll(&d));
+    if (test_operator_log_count(op, text) >= times)
+        return true;
+    test_wait_failed(text, &d, test_operator_log_tail(op, 2000));
+    return false;
 }
 
 const char *test_operator_log_tail(const struct test_operator *op, size_t max)
@@ -123,9 +152,25 @@ void test_operator_stop(struct test_operator *op)
 {
     if (op->pid > 0 && kill(op->pid, SIGKILL) == 0)
         waitpid(op->pid, NULL, 0);
+    for (size_t i = 0; i < n_started; i++)
+        if (strcmp(started[i].log_path, op->log_path) == 0)
+            started[i] = started[--n_started];
     op->pid = 0;
     if (op->log_path[0])
         unlink(op->log_path);
+    op->log_path[0] = '\0';
+}
+
+void test_operator_stop_all(void)
+{
+    while (n_started > 0) {
+        struct test_operator op = started[n_started - 1];
+        /* A pid the test already waited for may be another process's by now: only a child of
+         * this process that is still there is killed. */
+        if (op.pid > 0 && waitpid(op.pid, NULL, WNOHANG) != 0)
+            op.pid = 0;
+        test_operator_stop(&op);
+    }
 }
 
 struct body {
