@@ -45,8 +45,9 @@ enum test_assets {
 };
 enum test_assets test_apiserver_assets(void);
 
-/* Starts a server with a fresh temporary state directory and waits up to 60 s (times the
- * tests' time factor, support/deadline.h) for it to be ready. Returns 0, or -1 with a message on stderr (nothing is left running then). */
+/* Starts a server with a fresh temporary state directory and waits up to 120 s (times the
+ * tests' time factor, support/deadline.h) for it to be ready. Returns 0, or -1 with a message on
+ * stderr (nothing is left running then). */
 int test_apiserver_start(struct test_apiserver *s);
 
 /* The same, with the operator's token held to another RBAC file (relative to the repository
@@ -58,7 +59,7 @@ int test_apiserver_start_without_crds(struct test_apiserver *s);
 
 /* With TEST_ASSETS_CONTROL_PLANE: a real etcd and kube-apiserver with kube-controller-manager and
  * kube-scheduler (launch.py --control-plane; the ServiceAccount admission plugin is on and the
- * namespace `default` has its ServiceAccount), waiting up to 120 s (scaled); s->control_plane is then
+ * namespace `default` has its ServiceAccount), waiting up to 240 s (scaled); s->control_plane is then
  * true. Otherwise the same as test_apiserver_start: the double, or a real server alone when the
  * folder lacks a controller binary (callers that need the real controllers check
  * test_apiserver_assets() first and skip). */
