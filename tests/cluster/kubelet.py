@@ -726,16 +726,34 @@ class PodRunner:
             return None
 
     def _signal(self, c, sig):
+        """Signals a running container; with SIGKILL, returns once it ended. False (and an error
+        in the log naming the container) when that could not be done: the container still
+        runs."""
         if c.proc is None or c.proc.poll() is not None:
-            return
+            return True
         if c.ctr is not None:
-            c.ctr.signal(sig)
-            return
+            try:
+                problems = c.ctr.signal(sig)
+            except runtime.KillError as e:
+                log.error("%s/%s: container %s: %s", self.ns, self.name, c.name, e)
+                return False
+            if problems:
+                log.warning("%s/%s: container %s killed, the hard way: %s", self.ns, self.name, c.name,
+                            "; ".join(problems))
+            return True
         pid = c.proc.pid if sig == signal.SIGKILL else self._main_pid(c)
         try:
             os.kill(pid if pid else c.proc.pid, signal.SIGKILL if pid is None else sig)
         except ProcessLookupError:
             pass
+        if sig == signal.SIGKILL:
+            try:
+                c.proc.wait(timeout=runtime.KILL_WAIT)
+            except subprocess.TimeoutExpired:
+                log.error("%s/%s: container %s: its process %d still runs %.0f s after SIGKILL",
+                          self.ns, self.name, c.name, c.proc.pid, runtime.KILL_WAIT)
+                return False
+        return True
 
     def _reap(self, c):
         """Records the exit of a running container; True if it ended."""
@@ -746,7 +764,10 @@ class PodRunner:
             return False
         code = rc if rc >= 0 else 128 - rc
         if c.ctr is not None:
-            c.ctr.remove()
+            try:
+                c.ctr.remove()
+            except runtime.KillError as e:
+                log.error("%s/%s: container %s: %s", self.ns, self.name, c.name, e)
             c.ctr = None
         c.exit_code = code
         c.reason = "Completed" if code == 0 else "Error"
@@ -960,10 +981,9 @@ class PodRunner:
             if self.kill_req:
                 self.kill_req = False
                 for c in self.containers:
+                    # The kill is seen as the container's own end; one that could not be killed
+                    # runs on, and the log says so.
                     self._signal(c, signal.SIGKILL)
-                    # The kill is seen as the container's own end.
-                    if c.proc is not None:
-                        c.proc.wait()
             for c in self.containers:
                 if c.state == "waiting" and not c.done and time.monotonic() >= c.next_start:
                     if self._try_start(c) is False:
@@ -1050,11 +1070,6 @@ class PodRunner:
             time.sleep(0.05)
         for c in conts:
             self._signal(c, signal.SIGKILL)
-            if c.proc is not None:
-                try:
-                    c.proc.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    pass
             self._reap(c)
 
     def _evicted(self):
@@ -1497,7 +1512,7 @@ class Kubelet:
         os.makedirs(self.logs_dir, exist_ok=True)
         os.makedirs(self.control_dir, exist_ok=True)
         self._remove_created_paths()
-        runtime.sweep(self.runc_root, self.containers_dir)
+        self._sweep_containers()
         proxy.sweep(self.prefix)
         netns.sweep(self.prefix)
         cidr = self.pod_cidr
@@ -1515,6 +1530,12 @@ class Kubelet:
         with open(os.path.join(self.state_dir, "kubelet.json"), "w") as f:
             json.dump({"prefix": self.prefix, "podCIDR": str(self.net.net), "bridge": self.net.bridge,
                        "hostIP": self.host_ip, "node": self.node, "pid": os.getpid()}, f)
+
+    def _sweep_containers(self):
+        try:
+            runtime.sweep(self.runc_root, self.containers_dir)
+        except runtime.KillError as e:
+            log.error("removing the containers: %s", e)
 
     def _sync_proxy(self):
         if self.proxy is None:
@@ -1590,7 +1611,7 @@ class Kubelet:
         if self._cleaned:
             return
         self._cleaned = True
-        runtime.sweep(self.runc_root, self.containers_dir)
+        self._sweep_containers()
         proxy.sweep(self.prefix)
         if self.net is not None:
             self.net.down()
@@ -1645,7 +1666,11 @@ def reap(state_dir):
             prefix = json.load(f)["prefix"]
     except (OSError, ValueError, KeyError):
         return []
-    removed = runtime.sweep(os.path.join(state_dir, "runc"), os.path.join(state_dir, "containers"))
+    try:
+        removed = runtime.sweep(os.path.join(state_dir, "runc"), os.path.join(state_dir, "containers"))
+    except runtime.KillError as e:
+        log.error("removing the containers: %s", e)
+        removed = []
     if proxy.sweep(prefix):
         removed.append("iptables rules %s-svc-kubernetes" % prefix)
     removed += netns.sweep(prefix)

@@ -20,6 +20,7 @@ import threading
 import time
 import unittest
 import uuid
+from unittest import mock
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -386,6 +387,49 @@ class Containers(unittest.TestCase):
         leftovers = [d for d in os.listdir(self.kubelet.containers_dir)
                      if "graceful" in d or "victim" in d] if os.path.isdir(self.kubelet.containers_dir) else []
         self.assertEqual(leftovers, [])
+
+    def test_kill_when_runc_kill_does_nothing(self):
+        """runc's kill exits 0 and the container runs on: the kubelet sees it still running,
+        kills it by its process and says so in its log."""
+        ns = self.ns()
+        self.create(ns, _pod("stubborn", command=["sleep", "600"]))
+        self.wait_phase(ns, "stubborn", "Running")
+        wrapper = os.path.join(self.tmp, "runc-ignores-kill")
+        with open(wrapper, "w") as f:
+            f.write('#!/bin/sh\nfor a; do [ "$a" = kill ] && exit 0; done\nexec runc "$@"\n')
+        os.chmod(wrapper, 0o755)
+        rt = self.kubelet.runtime
+        rt.runc = wrapper
+        self.addCleanup(setattr, rt, "runc", "runc")
+        with self.assertLogs("kubelet", "WARNING") as logs:
+            self.assertTrue(kubelet_mod.request(self.state, "kill", ns, "stubborn")["ok"])
+            p = self.wait_phase(ns, "stubborn", "Failed")
+        self.assertEqual(p["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"], 137)
+        said = [line for line in logs.output if "container main killed, the hard way" in line]
+        self.assertTrue(said, logs.output)
+        self.assertIn("runc kill --all", said[0])
+        self.assertIn("SIGKILL to its process", said[0])
+
+    def test_a_container_that_cannot_be_killed_is_an_error_in_the_log(self):
+        ns = self.ns()
+        self.create(ns, _pod("immortal", command=["sleep", "600"]))
+        self.wait_phase(ns, "immortal", "Running")
+        refusal = runtime.KillError("container X still runs after everything")
+        with mock.patch.object(runtime.Container, "kill", side_effect=refusal), \
+                self.assertLogs("kubelet", "ERROR") as logs:
+            self.assertTrue(kubelet_mod.request(self.state, "kill", ns, "immortal")["ok"])
+            end = time.monotonic() + WAIT
+            while time.monotonic() < end and not logs.output:
+                time.sleep(0.1)
+        self.assertIn("%s/immortal: container main: container X still runs after everything" % ns,
+                      "\n".join(logs.output))
+        self.assertEqual(self.kube.get("/api/v1/namespaces/%s/pods/immortal" % ns)["status"]["phase"], "Running",
+                         "the container runs on, and the pod says so")
+        self.kube.delete("/api/v1/namespaces/%s/pods/immortal" % ns)
+        end = time.monotonic() + WAIT
+        while time.monotonic() < end and self.kube.get("/api/v1/namespaces/%s/pods/immortal" % ns):
+            time.sleep(0.1)
+        self.assertFalse([c for c in runtime.Runtime(self.kubelet.runc_root).list() if "immortal" in c])
 
 
 @unittest.skipUnless(os.geteuid() == 0, "needs root: network namespaces, mounts and runc")
