@@ -24,6 +24,7 @@ sys.path.insert(0, HERE)
 
 import kubelet as kubelet_mod  # noqa: E402
 import netns  # noqa: E402
+import podenv  # noqa: E402
 from kube import Kube  # noqa: E402
 
 DOMAIN = "cluster.local"
@@ -381,7 +382,7 @@ class SweepTest(unittest.TestCase):
 
     def test_expand(self):
         env = {"A": "1", "B": "two"}
-        self.assertEqual(kubelet_mod._expand("$(A)-$(B)-$(C)-$$(A)", env), "1-two-$(C)-$(A)")
+        self.assertEqual(podenv.expand("$(A)-$(B)-$(C)-$$(A)", env), "1-two-$(C)-$(A)")
 
     def test_bad_prefix(self):
         with self.assertRaises(ValueError):
