@@ -13,7 +13,10 @@ Per pod (spec.nodeName == node name, no deletionTimestamp, not yet finished):
   - ConfigMap, Secret (items, defaultMode, mode, optional; fsGroup adds group read), emptyDir,
     hostPath and downwardAPI volumes, written under <state_dir>/pods/<uid>/volumes and bound at
     their mount paths (subPath, readOnly) in the container's private mount namespace; ConfigMaps
-    and Secrets are refreshed while the pod runs;
+    and Secrets are refreshed while the pod runs. A volume that cannot be completed (a ConfigMap,
+    Secret, key or token missing, or the API server not answering) keeps the pod Pending, its
+    containers waiting in ContainerCreating, with a Warning FailedMount event on the pod per try
+    (one Event, its count raised: events.py), until it can; nothing starts before;
   - each container: podinit.py as PID 1 of its own PID, mount and UTS namespaces inside the pod's
     network namespace (private /run with /run/sshd, /tmp and /dev/shm; host name set), running
     command + args (the image is ignored) with env and envFrom (value with $(VAR) expansion,
@@ -95,6 +98,7 @@ import netns
 import proxy
 import runtime
 from control import request  # noqa: F401  (kubelet.request: the entry other processes use)
+from events import EventRecorder
 from kube import KubeError
 from leftovers import reap, sweep  # noqa: F401  (kubelet.reap, kubelet.sweep)
 from node import NodeReporter
@@ -151,6 +155,7 @@ class Kubelet:
         self.host_ip = None
         self.logs_dir = os.path.join(self.state_dir, "logs")
         self.control_dir = os.path.join(self.state_dir, "control")
+        self.events = EventRecorder(kube, "kubelet", self.node)
         self.stopping = threading.Event()
         self._lock = threading.RLock()
         self._runners = {}        # uid -> PodRunner

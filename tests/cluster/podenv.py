@@ -98,7 +98,8 @@ def process_spec(runner, c):
             if ref.get("key") in data:
                 env[name] = data[ref["key"]].decode(errors="replace")
             elif not ref.get("optional"):
-                raise Missing("key %s of %s not found" % (ref.get("key"), ref.get("name")))
+                raise Missing("couldn't find key %s in %s %s/%s" % (ref.get("key"), "Secret" if secret else "ConfigMap",
+                                                                   runner.ns, ref.get("name")))
         elif "resourceFieldRef" in vf:
             r = vf["resourceFieldRef"].get("resource", "")
             kind, _, res = r.partition(".")

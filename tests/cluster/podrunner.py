@@ -36,6 +36,8 @@ from podvolumes import Missing, PodVolumes
 log = logging.getLogger("kubelet")
 
 GRACE_CAP = 5.0
+MOUNT_RETRY_START = 0.5     # a volume that cannot be set up is tried again after this (seconds),
+MOUNT_RETRY_CAP = 2.0       # doubling up to this
 VOLUME_REFRESH = 1.0
 TICK = 0.1
 PODINIT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "podinit.py")
@@ -260,6 +262,9 @@ class PodRunner:
                 problems = c.ctr.signal(sig)
             except runtime.KillError as e:
                 log.error("%s/%s: container %s: %s", self.ns, self.name, c.name, e)
+                self.k.events.record(self.pod, "Warning", "FailedKillPod",
+                                     'error killing pod: [failed to "KillContainer" for "%s" with '
+                                     'KillContainerError: "%s"]' % (c.name, e))
                 return False
             if problems:
                 log.warning("%s/%s: container %s killed, the hard way: %s", self.ns, self.name, c.name,
@@ -362,6 +367,10 @@ class PodRunner:
             self.finished.set()
             self.k.pod_finished(self)
 
+    @staticmethod
+    def _field_path(c):
+        return "spec.%s{%s}" % ("initContainers" if c.init else "containers", c.name)
+
     def _wait_or_delete(self, seconds):
         end = time.monotonic() + seconds
         while time.monotonic() < end:
@@ -372,23 +381,27 @@ class PodRunner:
 
     def _lifecycle(self):
         self.start_time = now_rfc3339()
-        # The sandbox: volumes (waiting for missing ConfigMaps/Secrets) and the network.
+        # The sandbox: every volume complete, then the network. While a volume cannot be set up
+        # (a ConfigMap, Secret or token missing or unreadable) the pod waits as a kubelet leaves
+        # it: Pending, its containers waiting in ContainerCreating, a FailedMount event per try.
+        retry = MOUNT_RETRY_START
         while True:
             if self.delete_req or self.k.stopping.is_set():
                 return self._terminate()
             try:
-                self.volumes.prepare()
-                break
-            except Missing as e:
-                self.message = str(e)
-                self._publish()
-                if not self._wait_or_delete(1.0):
-                    return self._terminate()
+                failed = self.volumes.prepare()
             except ValueError as e:
                 self.phase, self.reason, self.message = "Failed", "UnsupportedPod", str(e)
                 self._publish()
                 return
-        self.message = None
+            if not failed:
+                break
+            for e in failed:
+                self.k.events.record(self.pod, "Warning", "FailedMount", str(e))
+            self._publish()
+            if not self._wait_or_delete(retry):
+                return self._terminate()
+            retry = min(retry * 2, MOUNT_RETRY_CAP)
         net = self.k.net.add_pod()
         with self.k._lock:
             self.pod_ip = net.ip
@@ -489,15 +502,14 @@ class PodRunner:
         try:
             self._start(c)
             return True
-        except runtime.ConfigError as e:
+        except (runtime.ConfigError, Missing) as e:
+            # What the container reads (a ConfigMap, Secret or key) is missing or unreadable, or
+            # its spec cannot hold for its image: waits, as a kubelet does, and tries again.
             c.waiting_reason = "CreateContainerConfigError"
-            c.waiting_message = "%s (pod: \"%s_%s(%s)\", container: %s)" % (e, self.name, self.ns, self.uid, c.name)
-            c.next_start = time.monotonic() + 1.0
-            self._publish()
-            return None
-        except Missing as e:
-            c.waiting_reason = "CreateContainerConfigError"
-            self.message = str(e)
+            c.waiting_message = str(e) if isinstance(e, Missing) else \
+                "%s (pod: \"%s_%s(%s)\", container: %s)" % (e, self.name, self.ns, self.uid, c.name)
+            self.k.events.record(self.pod, "Warning", "Failed", "Error: " + c.waiting_message,
+                                 field_path=self._field_path(c))
             c.next_start = time.monotonic() + 1.0
             self._publish()
             return None

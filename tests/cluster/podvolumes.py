@@ -3,19 +3,27 @@ Secrets, the downward API, ServiceAccount tokens), written as files on this mach
 at the containers' mount paths.
 
     vols = PodVolumes(runner)        # runner: the PodRunner of the pod
-    vols.prepare()                   # every volume, once, before the pod's network and containers
-    vols.prepare(refresh=True)       # ConfigMap, Secret, downwardAPI and projected ones, again
+    failed = vols.prepare()          # every volume, before the pod's network and containers:
+                                     # [MountFailed, ...] for those it could not complete
+    vols.refresh()                   # ConfigMap, Secret, downwardAPI and projected ones, again
     vols.mounts(container_spec)      # [{"source", "target", "readOnly"}] for one container
 
 configMap, secret (items, defaultMode, mode, optional; fsGroup adds group read), downwardAPI
 (fieldRef), projected (those sources and serviceAccountToken), emptyDir and hostPath volumes,
 under <state_dir>/pods/<uid>/volumes/<name>. A ConfigMap, Secret or key the pod needs and the
-API does not have is Missing: the kubelet waits for it.
+API does not have, or that cannot be read now (the API server slow or refusing), is Missing:
+the kubelet waits and tries again, never reads it as absent. prepare() returns a MountFailed for
+each volume it could not complete ('MountVolume.SetUp failed for volume "x" : configmap "y" not
+found', a kubelet's words); the kubelet starts nothing until every volume is complete. Each
+file is written whole (a temporary file renamed over it); a refresh that cannot read a source
+changes nothing in that volume, and removes only files that a complete reading no longer has
+(an optional source gone).
 """
 
 import base64
 import logging
 import os
+import stat
 import time
 
 from kube import KubeError
@@ -27,7 +35,16 @@ PROJECTED_KINDS = ("configMap", "secret", "downwardAPI", "projected")
 
 
 class Missing(Exception):
-    """A ConfigMap or Secret the pod needs does not exist (yet)."""
+    """Something the pod needs does not exist (yet), or cannot be read now: the kubelet waits."""
+
+
+class MountFailed(Missing):
+    """A volume could not be set up: says which, and why, as a kubelet's FailedMount event does."""
+
+    def __init__(self, volume, reason):
+        super().__init__('MountVolume.SetUp failed for volume "%s" : %s' % (volume, reason))
+        self.volume = volume
+        self.reason = reason
 
 
 def field_value(pod, path):
@@ -56,10 +73,14 @@ def field_value(pod, path):
 
 def fetch(kube, ns, kind, name, optional):
     """The ConfigMap or Secret (kind: configmaps or secrets), None when it does not exist and is
-    optional; Missing when it does not exist and is not."""
-    obj = kube.get("/api/v1/namespaces/%s/%s/%s" % (ns, kind, name))
+    optional; Missing when it does not exist and is not, and whenever the API server does not
+    answer with the object or a 404 (an error, a timeout): that is no answer, not an absence."""
+    try:
+        obj = kube.get("/api/v1/namespaces/%s/%s/%s" % (ns, kind, name))
+    except (KubeError, OSError) as e:
+        raise Missing('failed to get %s "%s": %s' % (kind[:-1], name, e)) from None
     if obj is None and not optional:
-        raise Missing("%s %s/%s not found" % (kind[:-1], ns, name))
+        raise Missing('%s "%s" not found' % (kind[:-1], name))
     return obj
 
 
@@ -74,6 +95,29 @@ def data_of(obj, secret):
         for k, v in (obj.get("binaryData") or {}).items():
             out[k] = base64.b64decode(v)
     return out
+
+
+# hostPath types a path must have: (what a kubelet calls it, the test).
+HOST_PATH_TYPES = {
+    "Directory": ("directory", os.path.isdir),
+    "File": ("file", os.path.isfile),
+    "Socket": ("socket file", lambda p: stat.S_ISSOCK(os.stat(p).st_mode)),
+    "CharDevice": ("character device", lambda p: stat.S_ISCHR(os.stat(p).st_mode)),
+    "BlockDevice": ("block device", lambda p: stat.S_ISBLK(os.stat(p).st_mode)),
+    "DirectoryOrCreate": ("directory", os.path.isdir),
+    "FileOrCreate": ("file", os.path.isfile),
+    "": ("path", os.path.exists),
+}
+
+
+def _host_path_is(path, htype):
+    what = HOST_PATH_TYPES.get(htype)
+    if what is None:
+        raise ValueError("hostPath %s: type %r is not a hostPath type" % (path, htype))
+    try:
+        return what[1](path)
+    except OSError:
+        return False
 
 
 class PodVolumes:
@@ -96,13 +140,14 @@ class PodVolumes:
         files = []
         fs_group = (self.spec.get("securityContext") or {}).get("fsGroup")
 
-        def add_source(data, items, default_mode, what):
+        def add_source(data, items, default_mode, secret, optional):
             if items:
                 for it in items:
                     if it.get("key") not in data:
-                        if what[1]:
+                        if optional:
                             continue
-                        raise Missing("%s has no key %s" % (what[0], it.get("key")))
+                        raise Missing("secret references non-existent secret key: %s" % it.get("key") if secret
+                                      else "configmap references non-existent config key: %s" % it.get("key"))
                     files.append((it.get("path") or it["key"], data[it["key"]], it.get("mode", default_mode)))
             else:
                 for key, val in data.items():
@@ -122,8 +167,7 @@ class PodVolumes:
             name = src.get("secretName" if secret else "name")
             optional = bool(src.get("optional"))
             obj = fetch(self.k.kube, self.ns, "secrets" if secret else "configmaps", name, optional)
-            add_source(data_of(obj, secret), src.get("items"), src.get("defaultMode", 0o644),
-                       ("%s %s" % ("secret" if secret else "configmap", name), optional))
+            add_source(data_of(obj, secret), src.get("items"), src.get("defaultMode", 0o644), secret, optional)
         elif "downwardAPI" in vol:
             add_downward(vol["downwardAPI"].get("items"), vol["downwardAPI"].get("defaultMode", 0o644))
         elif "projected" in vol:
@@ -135,8 +179,7 @@ class PodVolumes:
                     optional = bool(src.get("optional"))
                     obj = fetch(self.k.kube, self.ns, "secrets" if secret else "configmaps", src.get("name"),
                                 optional)
-                    add_source(data_of(obj, secret), src.get("items"), dm,
-                               ("%s %s" % ("secret" if secret else "configmap", src.get("name")), optional))
+                    add_source(data_of(obj, secret), src.get("items"), dm, secret, optional)
                 elif "downwardAPI" in s:
                     add_downward(s["downwardAPI"].get("items"), dm)
                 elif "serviceAccountToken" in s:
@@ -163,9 +206,14 @@ class PodVolumes:
                 "spec": {"audiences": [audience] if audience else None, "expirationSeconds": seconds,
                          "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": self.runner.name,
                                             "uid": self.runner.uid}}}
-        code, obj = self.k.kube.request("POST", "/api/v1/namespaces/%s/serviceaccounts/%s/token" % (self.ns, sa), body)
+        try:
+            code, obj = self.k.kube.request("POST", "/api/v1/namespaces/%s/serviceaccounts/%s/token" % (self.ns, sa),
+                                            body)
+        except OSError as e:
+            raise Missing("failed to fetch token: %s" % e) from None
         if code not in (200, 201) or not isinstance(obj, dict) or not (obj.get("status") or {}).get("token"):
-            raise Missing("token of serviceaccount %s/%s: HTTP %d %s" % (self.ns, sa, code, str(obj)[:200]))
+            said = obj.get("message") if isinstance(obj, dict) and obj.get("message") else str(obj)[:200]
+            raise Missing("failed to fetch token: HTTP %d: %s" % (code, said))
         token = obj["status"]["token"]
         self.tokens[key] = (token, time.monotonic() + 0.8 * seconds)
         return token
@@ -207,44 +255,56 @@ class PodVolumes:
 
     def prepare(self, refresh=False):
         """Writes every volume (refresh: the configMap, secret, downwardAPI and projected ones
-        again). Missing when something the pod needs is not there; ValueError for what the
-        simulation does not do."""
-        fs_group = (self.spec.get("securityContext") or {}).get("fsGroup")
+        again). Returns a MountFailed for each volume that cannot be set up now (its files stay as
+        they were), [] when all are complete; ValueError for what the simulation does not do."""
+        failed = []
         for vol in self.spec.get("volumes") or []:
-            name = vol.get("name")
-            if any(k in vol for k in PROJECTED_KINDS):
-                files, fsg = self._projection(vol)
-                self.sources[name] = self._write_projection(vol, files, fsg)
-            elif refresh:
-                continue
-            elif "emptyDir" in vol:
-                d = os.path.join(self.dir, name)
-                os.makedirs(d, exist_ok=True)
-                os.chmod(d, 0o777 if fs_group is None else 0o2775)
-                if fs_group is not None:
-                    os.chown(d, -1, fs_group)
-                self.sources[name] = d
-            elif "hostPath" in vol:
-                hp = vol["hostPath"]
-                p, t = hp.get("path"), hp.get("type") or ""
-                # What is created on the host for the pod is recorded, so cleanup() removes it.
-                if t in ("", "DirectoryOrCreate") and not os.path.exists(p):
-                    self.k.create_recorded(p, True)
-                elif t == "FileOrCreate" and not os.path.exists(p):
-                    self.k.create_recorded(p, False)
-                elif not os.path.exists(p):
-                    raise Missing("hostPath %s (type %s) does not exist" % (p, t))
-                self.sources[name] = p
-            else:
-                raise ValueError("volume %s: only configMap, secret, emptyDir, hostPath, downwardAPI and "
-                                 "projected volumes are simulated" % name)
+            try:
+                self._prepare_one(vol, refresh)
+            except (Missing, OSError) as e:
+                failed.append(MountFailed(vol.get("name"), str(e)))
+        return failed
+
+    def _prepare_one(self, vol, refresh):
+        fs_group = (self.spec.get("securityContext") or {}).get("fsGroup")
+        name = vol.get("name")
+        if any(k in vol for k in PROJECTED_KINDS):
+            files, fsg = self._projection(vol)
+            self.sources[name] = self._write_projection(vol, files, fsg)
+        elif refresh:
+            return
+        elif "emptyDir" in vol:
+            d = os.path.join(self.dir, name)
+            os.makedirs(d, exist_ok=True)
+            os.chmod(d, 0o777 if fs_group is None else 0o2775)
+            if fs_group is not None:
+                os.chown(d, -1, fs_group)
+            self.sources[name] = d
+        elif "hostPath" in vol:
+            hp = vol["hostPath"]
+            p, t = hp.get("path"), hp.get("type") or ""
+            # What is created on the host for the pod is recorded, so cleanup() removes it.
+            if t in ("", "DirectoryOrCreate") and not os.path.exists(p):
+                self.k.create_recorded(p, True)
+            elif t == "FileOrCreate" and not os.path.exists(p):
+                self.k.create_recorded(p, False)
+            elif not _host_path_is(p, t):
+                raise Missing("hostPath type check failed: %s is not a %s" % (p, HOST_PATH_TYPES[t][0]))
+            self.sources[name] = p
+        else:
+            raise ValueError("volume %s: only configMap, secret, emptyDir, hostPath, downwardAPI and "
+                             "projected volumes are simulated" % name)
 
     def refresh(self):
-        """prepare(refresh=True), its failures only logged: the files stay as they were."""
+        """prepare(refresh=True), its failures in the log only: a volume that cannot be read
+        keeps the files it has."""
         try:
-            self.prepare(refresh=True)
-        except (Missing, ValueError, OSError, KubeError) as e:
+            failed = self.prepare(refresh=True)
+        except ValueError as e:
+            failed = [e]
+        for e in failed:
             log.debug("%s/%s: volume refresh: %s", self.ns, self.runner.name, e)
+        return failed
 
     def mounts(self, c):
         """The binds of container c (a kubelet Container): [{"source", "target", "readOnly"}]."""

@@ -27,7 +27,9 @@ the container's spec (ContainerSpec below):
   - namespaces: new pid, ipc, uts and mount namespaces; the pod's network namespace by path;
     the pod's host name;
   - mounts: /proc, /dev, /dev/pts, /dev/shm, /dev/mqueue, /sys (read-only), the pod's /etc/hosts,
-    /etc/resolv.conf and /etc/hostname, then each volume (bind, read-only where asked);
+    /etc/resolv.conf and /etc/hostname, then each volume (bind, read-only where asked); a mount
+    point the image lacks is made in the container's upper layer, its path resolved inside the
+    container's root as runc resolves it (in_root);
   - cgroups: runc's own, <the caller's cgroup>/<container id> in each hierarchy (config.json
     gives no cgroupsPath).
 
@@ -701,6 +703,31 @@ class Container:
             raise KillError("container %s: runc delete --force: %s" % (self.id, _describe(rc, said)))
 
 
+def in_root(root, path):
+    """root/path with every symbolic link on the way resolved inside root (an absolute link
+    target starts again at root; .. stops at root), as runc resolves a mount's destination
+    (securejoin). The last component may be a link: it is resolved too."""
+    rest = [p for p in path.split("/") if p not in ("", ".")]
+    cur, links = root, 0
+    while rest:
+        part = rest.pop(0)
+        if part == "..":
+            cur = os.path.dirname(cur) if cur != root else root
+            continue
+        nxt = os.path.join(cur, part)
+        if not os.path.islink(nxt):
+            cur = nxt
+            continue
+        links += 1
+        if links > 40:
+            raise CreateError("%s: too many levels of symbolic links in the image" % path)
+        target = os.readlink(nxt)
+        if target.startswith("/"):
+            cur = root
+        rest = [p for p in target.split("/") if p not in ("", ".")] + rest
+    return cur
+
+
 def _unmount(path):
     if os.path.ismount(path):
         subprocess.run(["umount", "-l", path], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -727,11 +754,13 @@ class Runtime:
             raise CreateError("overlay mount of the image's root failed: %s" % e.stderr.strip())
         try:
             config = oci_config(image, spec, c.rootfs)
-            # Mount points the image lacks are made in the container's own upper layer.
+            # Mount points the image lacks are made in the container's own upper layer, their
+            # paths resolved inside its root as runc resolves them (the image's /var/run is a
+            # link to /run: followed from here, it would lead out into this machine's /run).
             for m in config["mounts"]:
                 if m["type"] != "bind":
                     continue
-                target = os.path.join(c.rootfs, m["destination"].lstrip("/"))
+                target = in_root(c.rootfs, m["destination"])
                 if os.path.lexists(target):
                     continue
                 if os.path.isdir(m["source"]):

@@ -21,11 +21,14 @@ import uuid
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
 
 import kubelet as kubelet_mod  # noqa: E402
 import netns  # noqa: E402
 import podenv  # noqa: E402
-from kube import Kube  # noqa: E402
+import podvolumes  # noqa: E402
+from deadline import wait_for  # noqa: E402
+from kube import Kube, KubeError  # noqa: E402
 
 DOMAIN = "cluster.local"
 WAIT = 20.0
@@ -233,6 +236,53 @@ class KubeletTest(unittest.TestCase):
         with open("/proc/self/mounts") as f:
             self.assertNotIn("/etc/simsec", f.read())
 
+    def test_projected_volume_waits_for_its_configmap(self):
+        """The volume the ServiceAccount admission plugin adds to every pod, for a pod made
+        before its namespace's kube-root-ca.crt: nothing starts, the pod waits as a kubelet
+        leaves it (Pending, ContainerCreating, FailedMount events) and starts, with the whole
+        volume, once the ConfigMap is there."""
+        ns = self.ns()
+        code, obj = self.kube.request("POST", "/api/v1/namespaces/%s/serviceaccounts" % ns,
+                                      {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}})
+        self.assertIn(code, (201, 409), obj)
+        sa_dir = "/var/run/secrets/kubernetes.io/serviceaccount"
+        volume = {"name": "kube-api-access-abcde", "projected": {"defaultMode": 420, "sources": [
+            {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+            {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+            {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"apiVersion": "v1",
+                                                                         "fieldPath": "metadata.namespace"}}]}}]}}
+        self.create(ns, _pod("early", ["sh", "-c", "cat %s/ca.crt; cat %s/namespace; echo; test -s %s/token && "
+                                       "echo token-ok; sleep 600" % ((sa_dir,) * 3)],
+                             volumes=[volume], serviceAccountName="default",
+                             container_extra={"volumeMounts": [{"name": "kube-api-access-abcde",
+                                                                "mountPath": sa_dir, "readOnly": True}]}))
+        said = 'MountVolume.SetUp failed for volume "kube-api-access-abcde" : configmap "kube-root-ca.crt" not found'
+
+        def failed_mount():
+            evs = [e for e in self.kube.list("/api/v1/namespaces/%s/events" % ns)[0]
+                   if e["involvedObject"].get("name") == "early" and e.get("reason") == "FailedMount"]
+            return evs[0] if evs and evs[0].get("count", 1) >= 2 else None
+        ev = wait_for("a FailedMount event, seen twice", failed_mount, WAIT,
+                      describe=lambda: self.kube.list("/api/v1/namespaces/%s/events" % ns)[0])
+        self.assertEqual((ev["type"], ev["message"]), ("Warning", said))
+        self.assertEqual(ev["source"], {"component": "kubelet", "host": "sim-node"})
+        self.assertEqual(ev["involvedObject"]["kind"], "Pod")
+        self.assertEqual(ev["involvedObject"]["uid"], self.pod(ns, "early")["metadata"]["uid"])
+        self.assertEqual(len([e for e in self.kube.list("/api/v1/namespaces/%s/events" % ns)[0]
+                              if e.get("reason") == "FailedMount"]), 1, "repeats raise the count of one Event")
+        p = self.pod(ns, "early")
+        self.assertEqual(p["status"]["phase"], "Pending")
+        self.assertEqual(p["status"]["containerStatuses"][0]["state"], {"waiting": {"reason": "ContainerCreating"}})
+        self.assertEqual(self.cond(p, "PodReadyToStartContainers"), "False")
+        self.assertEqual(self.logs(ns, "early"), "", "nothing started")
+
+        ca = "-----BEGIN CERTIFICATE-----\nMIIBsimulated\n-----END CERTIFICATE-----\n"
+        self.create(ns, {"metadata": {"name": "kube-root-ca.crt"}, "data": {"ca.crt": ca}}, "configmaps")
+        self.wait_phase(ns, "early", "Running")
+        out = wait_for("the container's output", lambda: "token-ok" in self.logs(ns, "early") and
+                       self.logs(ns, "early"), WAIT, describe=lambda: self.pod(ns, "early")["status"])
+        self.assertEqual(out, ca + ns + "\ntoken-ok\n")
+
     def _ssh_job(self, ns, workers):
         """The SSH Secret and sshd worker pods as the operator makes them; returns the volume."""
         if not os.path.exists("/usr/sbin/sshd") or not shutil.which("ssh-keygen"):
@@ -362,6 +412,109 @@ class KubeletTest(unittest.TestCase):
         links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
         self.assertNotIn(self.prefix, links)
         self.assertFalse(os.path.exists("/etc/simsec") or os.path.exists("/etc/simcfg") or os.path.exists("/mnt/hp"))
+
+
+class _FakeKube:
+    """Answers GETs from objects ({path: object, or an exception to raise}) and TokenRequests."""
+
+    def __init__(self):
+        self.objects = {}
+        self.token_code = 201
+
+    def get(self, path):
+        found = self.objects.get(path)
+        if isinstance(found, Exception):
+            raise found
+        return found
+
+    def request(self, method, path, body=None):
+        if self.token_code != 201:
+            return self.token_code, {"message": "the server is currently unable to handle the request"}
+        return 201, {"status": {"token": "t0ken"}}
+
+
+class VolumeFilesTest(unittest.TestCase):
+    """podvolumes.PodVolumes on its own: a volume is complete or untouched, whatever the API
+    server answers."""
+
+    CM = "/api/v1/namespaces/ns/configmaps/"
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="volumes-test-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+        self.kube = _FakeKube()
+        self.kube.objects[self.CM + "kube-root-ca.crt"] = {"data": {"ca.crt": "CA-1"}}
+        self.kube.objects[self.CM + "extra"] = {"data": {"x": "1"}}
+        sources = [{"serviceAccountToken": {"path": "token"}},
+                   {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+                   {"configMap": {"name": "extra", "optional": True}},
+                   {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}}]}}]
+        pod = {"metadata": {"name": "p", "namespace": "ns", "uid": "u1"},
+               "spec": {"volumes": [{"name": "kube-api-access-x", "projected": {"sources": sources}}]}}
+
+        class Kubelet:
+            kube = self.kube
+            runtime = None
+
+        class Runner:
+            k, ns, name, uid, spec, dir = Kubelet, "ns", "p", "u1", pod["spec"], self.tmp
+        Runner.pod = pod
+        self.vols = podvolumes.PodVolumes(Runner)
+        self.dir = os.path.join(self.tmp, "volumes", "kube-api-access-x")
+
+    def files(self):
+        out = {}
+        for name in sorted(os.listdir(self.dir)):
+            with open(os.path.join(self.dir, name)) as f:
+                out[name] = f.read()
+        return out
+
+    def test_complete_volume(self):
+        self.assertEqual(self.vols.prepare(), [])
+        self.assertEqual(self.files(), {"ca.crt": "CA-1", "namespace": "ns", "token": "t0ken", "x": "1"})
+
+    def test_an_unreadable_source_is_not_an_absent_one(self):
+        for answer in (OSError("GET ...: timed out"), KubeError(500, {"message": "etcd timeout"})):
+            self.kube.objects[self.CM + "extra"] = answer      # optional, and yet: no answer is no answer
+            failed = self.vols.prepare()
+            self.assertEqual(len(failed), 1)
+            self.assertTrue(str(failed[0]).startswith(
+                'MountVolume.SetUp failed for volume "kube-api-access-x" : failed to get configmap "extra": '),
+                failed[0])
+            self.assertFalse(os.path.exists(os.path.join(self.dir, "ca.crt")), "nothing half made")
+
+    def test_a_missing_configmap_names_the_volume(self):
+        del self.kube.objects[self.CM + "kube-root-ca.crt"]
+        self.assertEqual([str(e) for e in self.vols.prepare()],
+                         ['MountVolume.SetUp failed for volume "kube-api-access-x" : configmap "kube-root-ca.crt" '
+                          'not found'])
+        self.kube.objects[self.CM + "kube-root-ca.crt"] = {"data": {}}
+        self.assertEqual([e.reason for e in self.vols.prepare()],
+                         ["configmap references non-existent config key: ca.crt"])
+        self.kube.objects[self.CM + "kube-root-ca.crt"] = {"data": {"ca.crt": "CA-1"}}
+        self.kube.token_code = 503
+        self.vols.tokens.clear()        # none asked yet
+        self.assertEqual([e.reason for e in self.vols.prepare()],
+                         ["failed to fetch token: HTTP 503: the server is currently unable to handle the request"])
+
+    def test_a_refresh_that_cannot_read_keeps_every_file(self):
+        self.assertEqual(self.vols.prepare(), [])
+        before = self.files()
+        for path, answer in ((self.CM + "kube-root-ca.crt", OSError("timed out")),
+                             (self.CM + "kube-root-ca.crt", None),
+                             (self.CM + "kube-root-ca.crt", {"data": {"other": "y"}}),
+                             (self.CM + "extra", KubeError(429, {"message": "too many requests"}))):
+            saved = self.kube.objects.get(path)
+            self.kube.objects[path] = answer
+            self.assertEqual(len(self.vols.refresh()), 1, answer)
+            self.assertEqual(self.files(), before, "after %r" % (answer,))
+            self.kube.objects[path] = saved
+        # What a complete reading no longer has goes: an optional ConfigMap deleted.
+        self.kube.objects[self.CM + "kube-root-ca.crt"] = {"data": {"ca.crt": "CA-2"}}
+        self.kube.objects[self.CM + "extra"] = None
+        self.assertEqual(self.vols.refresh(), [])
+        self.assertEqual(self.files(), {"ca.crt": "CA-2", "namespace": "ns", "token": "t0ken"})
+        self.assertEqual([n for n in os.listdir(self.dir) if n.endswith(".sim-tmp")], [])
 
 
 class SweepTest(unittest.TestCase):

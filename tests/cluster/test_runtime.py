@@ -42,7 +42,7 @@ exec runc "$@"
 """
 
 
-def _rootfs(dest, programs=("sleep", "sh")):
+def _rootfs(dest, programs=("sleep", "sh", "cat")):
     """A root file system holding programs and the libraries they load."""
     for name in programs:
         prog = shutil.which(name)
@@ -52,8 +52,9 @@ def _rootfs(dest, programs=("sleep", "sh")):
             target = os.path.join(dest, f.lstrip("/"))
             os.makedirs(os.path.dirname(target), exist_ok=True)
             shutil.copy2(os.path.realpath(f), target)
-    for d in ("proc", "dev", "sys", "tmp", "etc"):
+    for d in ("proc", "dev", "sys", "tmp", "etc", "run", "var"):
         os.makedirs(os.path.join(dest, d), exist_ok=True)
+    os.symlink("/run", os.path.join(dest, "var", "run"))      # as Debian's images have it
 
 
 def _state(proc):
@@ -67,7 +68,7 @@ def _state(proc):
 
 @unittest.skipUnless(os.geteuid() == 0, "needs root: runc, mounts")
 @unittest.skipUnless(shutil.which("runc") and shutil.which("ldd"), "needs runc and ldd")
-class ContainerKill(unittest.TestCase):
+class RuncContainers(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="runtime-test-")
@@ -90,11 +91,11 @@ class ContainerKill(unittest.TestCase):
         finally:
             shutil.rmtree(cls.tmp, ignore_errors=True)
 
-    def run_container(self, runc="runc"):
+    def run_container(self, runc="runc", **spec):
         """A started container of the sleeper image, run through `runc` (a stand-in's path)."""
         rt = runtime.Runtime(os.path.join(self.tmp, "runc"), runc=runc)
         cid = "rt-%s" % uuid.uuid4().hex[:8]
-        ctr = rt.create(cid, self.image, runtime.ContainerSpec(hostname=cid),
+        ctr = rt.create(cid, self.image, runtime.ContainerSpec(hostname=cid, **spec),
                         os.path.join(self.tmp, "containers", cid))
         ctr.start(os.path.join(self.tmp, cid + ".log"))
         self.addCleanup(self.remove, ctr)
@@ -165,6 +166,26 @@ class ContainerKill(unittest.TestCase):
             ctr.signal(signal.SIGTERM)
         self.assertEqual(str(caught.exception), "container %s: runc kill TERM: exit 1: container does not exist"
                          % ctr.id)
+
+    def test_mount_points_are_made_inside_the_root(self):
+        """A volume bound under /var/run, a link to /run in the image: its mount point is made in
+        the container's /run, never in this machine's."""
+        name = "sim-test-%s" % uuid.uuid4().hex[:8]
+        vol = os.path.join(self.tmp, name)
+        os.makedirs(vol)
+        with open(os.path.join(vol, "ca.crt"), "w") as f:
+            f.write("CA\n")
+        ctr = self.run_container(command=["cat", "/var/run/%s/sa/ca.crt" % name],
+                                 mounts=[{"source": vol, "target": "/var/run/%s/sa" % name, "readOnly": True}])
+        self.assertEqual(ctr.proc.wait(timeout=60), 0)
+        self.assertFalse(os.path.lexists("/run/" + name), "made on this machine")
+        with open(os.path.join(self.tmp, ctr.id + ".log")) as f:
+            self.assertEqual(f.read(), "CA\n")
+        self.assertEqual(runtime.in_root("/r", "/var/run/x"), "/r/var/run/x")   # no such link there
+        self.assertEqual(runtime.in_root(self.image.rootfs, "/var/run/../etc/./x"),
+                         os.path.join(self.image.rootfs, "etc", "x"))
+        self.assertEqual(runtime.in_root(self.image.rootfs, "/../../var/run/y"),
+                         os.path.join(self.image.rootfs, "run", "y"))
 
     def test_sweep_kills_and_deletes_what_runc_has(self):
         ctr = self.run_container()
