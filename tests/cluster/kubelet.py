@@ -109,6 +109,7 @@ log = logging.getLogger("kubelet")
 NODE_NAME = "sim-node"
 DEFAULT_POD_CIDR = "10.244.0.0/16"
 PROXY_SYNC = 5.0
+RUNNERS_STOP = 30.0      # cleanup() waits this long in all for the pods' runners to stop
 # Mount points under these exist only inside the container (podinit makes them).
 PRIVATE_ROOTS = ("/tmp", "/run", "/var/run", "/dev/shm", "/proc", "/sys", "/dev")
 
@@ -388,8 +389,11 @@ class Kubelet:
         self.stopping.set()
         with self._lock:
             runners = list(self._runners.values())
+        # Each runner kills its containers (SIGKILL, checked: seconds on a loaded machine);
+        # what one has not done by then, the sweep below does.
+        end = time.monotonic() + RUNNERS_STOP
         for r in runners:
-            r.finished.wait(timeout=10)
+            r.finished.wait(timeout=max(0.0, end - time.monotonic()))
         if self._cleaned:
             return
         self._cleaned = True

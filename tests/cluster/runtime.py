@@ -87,7 +87,9 @@ class ConfigError(CreateError):
     with an image that runs as root."""
 
 
-def _run(cmd, timeout=300):
+def _run(cmd, timeout=900):
+    """Runs a tool (skopeo, umoci); its output, OSError with its end when it fails. The limit is
+    for a tool that hangs: unpacking a large image on a loaded machine takes minutes."""
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           timeout=timeout)
     if proc.returncode != 0:
