@@ -24,6 +24,8 @@ CACHE_MAX = 4096
 
 
 class EventRecorder:
+    """The Events of one component on one host (a kubelet: "kubelet", the node's name)."""
+
     def __init__(self, kube, component, host):
         self.kube = kube
         self.component = component
