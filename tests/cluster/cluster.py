@@ -24,7 +24,6 @@ id while it runs.
 """
 
 import argparse
-import ctypes
 import logging
 import os
 import re
@@ -144,20 +143,25 @@ class Scheduler:
                     log.warning("scheduler: pod %s/%s: %s", ns, name, e)
 
 
-def load_gc():
-    """gc.py by path: a plain `import gc` always finds Python's own gc module."""
-    spec = importlib.util.spec_from_file_location("cluster_gc", os.path.join(HERE, "gc.py"))
+def load_by_path(name, path):
+    """The module in path, loaded under name without touching sys.path: gc.py (a plain `import
+    gc` always finds Python's own gc module), launch.py (the API server's launcher, beside
+    tests/apiserver's other modules)."""
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
+def load_gc():
+    return load_by_path("cluster_gc", os.path.join(HERE, "gc.py"))
+
+
 def die_with_parent():
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGTERM, 0, 0, 0)   # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+    """SIGTERM to this process when its parent dies (PR_SET_DEATHSIG), as launch.py does for
+    the processes it starts."""
+    launch = load_by_path("apiserver_launch", os.path.join(os.path.dirname(HERE), "apiserver", "launch.py"))
+    launch.die_with_parent()
 
 
 def start_reaper(state_dir):

@@ -61,17 +61,17 @@ progress deadlines, retries after errors).
 """
 
 import copy
-import datetime
 import hashlib
 import json
 import logging
 import math
 import random
-import threading
 import time
 
+from apitime import now_rfc3339, parse_time
 from kube import Informer, KubeError
-from pods import find_condition, pod_active, pod_ready, pod_terminal
+from pods import controller_ref, find_condition, pod_active, pod_ready, pod_terminal
+from workqueue import WorkQueue
 
 log = logging.getLogger("deployments")
 
@@ -96,7 +96,6 @@ DEFAULT_PROGRESS_DEADLINE = 600
 MAX_INT32 = 2147483647
 BURST_REPLICAS = 500
 
-RESYNC_SECONDS = 1.0
 DISCOVERY_MAX_WAIT = 10.0
 
 # The alphabet of rand.SafeEncodeString: no vowels, no 0/1/3, so no words and no look-alikes.
@@ -126,29 +125,10 @@ class Conflict(Exception):
 
 # ---------------------------------------------------------------------- helpers
 
-def now_rfc3339():
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_time(text):
-    if not text:
-        return None
-    try:
-        return datetime.datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
 
 def quote(name):
     """Go's %q of a plain name."""
     return json.dumps(name)
-
-
-def controller_ref(obj):
-    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
-        if isinstance(ref, dict) and ref.get("controller"):
-            return ref
-    return None
 
 
 def owner_ref(obj, kind):
@@ -419,19 +399,11 @@ class DeploymentController:
         self.deployments = Informer(kube, DEPLOYMENTS, self._deployment_event)
         self.replicasets = Informer(kube, REPLICASETS, self._replicaset_event)
         self.pods = Informer(kube, PODS, self._pod_event)
-        self.cond = threading.Condition()
-        self.queue = []
-        self.queued = set()
+        self.work = WorkQueue()
+        self.enqueue = self.work.add
         self.warned = {}        # key -> the last problem said about it, so it is said once
 
     # ------------------------------------------------------------------ events
-    def enqueue(self, key):
-        with self.cond:
-            if key not in self.queued:
-                self.queued.add(key)
-                self.queue.append(key)
-                self.cond.notify()
-
     def _deployment_event(self, etype, d):
         meta = d.get("metadata") or {}
         self.enqueue(("Deployment", meta.get("namespace"), meta.get("name")))
@@ -476,28 +448,14 @@ class DeploymentController:
     def run(self, stop_event):
         if not self._wait_for_apps(stop_event):
             return
-        for inf in (self.deployments, self.replicasets, self.pods):
-            inf.start(stop_event)
-        while not stop_event.is_set() and not all(i.synced.is_set()
-                                                  for i in (self.deployments, self.replicasets, self.pods)):
-            stop_event.wait(0.05)
-        next_resync = 0.0
-        while not stop_event.is_set():
-            key = None
-            with self.cond:
-                if not self.queue:
-                    self.cond.wait(max(0.0, min(0.2, next_resync - time.monotonic())))
-                if self.queue:
-                    key = self.queue.pop(0)
-                    self.queued.discard(key)
-            if key is not None:
-                self._sync_safely(key)
-            if time.monotonic() >= next_resync:
-                next_resync = time.monotonic() + RESYNC_SECONDS
-                for rs in self.replicasets.items():
-                    self.enqueue(("ReplicaSet", rs["metadata"].get("namespace"), rs["metadata"].get("name")))
-                for d in self.deployments.items():
-                    self.enqueue(("Deployment", d["metadata"].get("namespace"), d["metadata"].get("name")))
+        self.work.run(stop_event, (self.deployments, self.replicasets, self.pods), self._sync_safely,
+                      self._resync)
+
+    def _resync(self):
+        for rs in self.replicasets.items():
+            self.enqueue(("ReplicaSet", rs["metadata"].get("namespace"), rs["metadata"].get("name")))
+        for d in self.deployments.items():
+            self.enqueue(("Deployment", d["metadata"].get("namespace"), d["metadata"].get("name")))
 
     def _sync_safely(self, key):
         kind, ns, name = key

@@ -32,14 +32,15 @@ full pass runs every second as well (deadlines, back-off expiry, retries after e
 tracking finalizer of pods whose Job is gone).
 """
 
-import datetime
 import logging
 import random
-import threading
 import time
 
+from apitime import now_rfc3339, parse_time
 from kube import Informer, KubeError
-from pods import condition_true, find_condition, pod_active, pod_deleting, pod_ready, pod_terminal
+from pods import (condition_true, controller_ref, find_condition, pod_active, pod_deleting, pod_ready,
+                  pod_terminal)
+from workqueue import WorkQueue
 
 log = logging.getLogger("jobs")
 
@@ -49,35 +50,10 @@ JOB_UID_LABEL = "batch.kubernetes.io/controller-uid"
 
 DEFAULT_BACKOFF = 10.0
 MAX_BACKOFF = 360.0
-RESYNC_SECONDS = 1.0
 
 MSG_BACKOFF = "Job has reached the specified backoff limit"
 MSG_DEADLINE = "Job was active longer than specified deadline"
 MSG_COMPLETE = "Reached expected number of succeeded pods"
-
-
-def now_rfc3339():
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_time(text):
-    if not text:
-        return None
-    try:
-        return datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(
-            tzinfo=datetime.timezone.utc).timestamp()
-    except ValueError:
-        try:
-            return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            return None
-
-
-def controller_ref(obj):
-    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
-        if ref.get("controller"):
-            return ref
-    return None
 
 
 def job_finished(job):
@@ -145,20 +121,12 @@ class JobController:
         self.say = action_log or (lambda text: log.info("%s", text))
         self.jobs = Informer(kube, "/apis/batch/v1/jobs", self._job_event)
         self.pods = Informer(kube, "/api/v1/pods", self._pod_event)
-        self.cond = threading.Condition()
-        self.queue = []
-        self.queued = set()
+        self.work = WorkQueue()
+        self.enqueue = self.work.add
         # job uid -> (failures seen, time of the last one), for the back-off between replacements
         self.failures = {}
 
     # ------------------------------------------------------------------ events
-    def enqueue(self, key):
-        with self.cond:
-            if key not in self.queued:
-                self.queued.add(key)
-                self.queue.append(key)
-                self.cond.notify()
-
     def _job_event(self, etype, job):
         meta = job.get("metadata") or {}
         if etype == "DELETED":
@@ -172,26 +140,12 @@ class JobController:
 
     # ------------------------------------------------------------------ loop
     def run(self, stop_event):
-        self.jobs.start(stop_event)
-        self.pods.start(stop_event)
-        while not stop_event.is_set() and not (self.jobs.synced.is_set() and self.pods.synced.is_set()):
-            stop_event.wait(0.05)
-        next_resync = 0.0
-        while not stop_event.is_set():
-            key = None
-            with self.cond:
-                if not self.queue:
-                    self.cond.wait(max(0.0, min(0.2, next_resync - time.monotonic())))
-                if self.queue:
-                    key = self.queue.pop(0)
-                    self.queued.discard(key)
-            if key is not None:
-                self._sync_safely(key)
-            if time.monotonic() >= next_resync:
-                next_resync = time.monotonic() + RESYNC_SECONDS
-                for job in self.jobs.items():
-                    self.enqueue(((job.get("metadata") or {}).get("namespace"), job["metadata"]["name"]))
-                self._release_orphans()
+        self.work.run(stop_event, (self.jobs, self.pods), self._sync_safely, self._resync)
+
+    def _resync(self):
+        for job in self.jobs.items():
+            self.enqueue(((job.get("metadata") or {}).get("namespace"), job["metadata"]["name"]))
+        self._release_orphans()
 
     def _sync_safely(self, key):
         try:

@@ -1,7 +1,15 @@
-"""What the simulated controllers read off pods and conditions, one copy for all of them
+"""What the simulated controllers read off objects, pods and conditions, one copy for all of them
 (jobcontroller.py, deployments.py); and, for tests, the processes a pod's container runs."""
 
 import os
+
+
+def controller_ref(obj):
+    """The ownerReference of obj that says controller: true, or None."""
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+        if isinstance(ref, dict) and ref.get("controller"):
+            return ref
+    return None
 
 
 def find_condition(status, ctype):

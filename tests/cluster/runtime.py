@@ -4,9 +4,10 @@ run with runc (standard library only; needs root, skopeo, umoci and runc).
     store = ImageStore("build/images/index.json", cache_dir)
     image = store.pull("mpijob-worker:latest")      # PullError when no archive holds it
     ctr = Runtime(runc_root).create(cid, image, spec, work_dir)
-    proc = ctr.start(log_file)                      # the `runc run` process; its exit status is
-                                                    # the container's (128+N for signal N)
-    ctr.signal(signal.SIGTERM); ctr.exec(argv, timeout); ctr.remove()
+    proc = ctr.start(log_file)                      # the `runc run` process, once the container's
+                                                    # runs; its exit status is the container's
+                                                    # (128+N for signal N)
+    ctr.signal(signal.SIGTERM); ctr.kill(); ctr.exec(argv, timeout); ctr.remove()
 
 Pulling is a lookup of the reference, normalized as containerd does (docker.io/library/NAME:latest
 for NAME), in the index `make images` writes (scripts/images.py); the archive is copied into an
@@ -26,16 +27,27 @@ the container's spec (ContainerSpec below):
   - namespaces: new pid, ipc, uts and mount namespaces; the pod's network namespace by path;
     the pod's host name;
   - mounts: /proc, /dev, /dev/pts, /dev/shm, /dev/mqueue, /sys (read-only), the pod's /etc/hosts,
-    /etc/resolv.conf and /etc/hostname, then each volume (bind, read-only where asked);
-  - cgroups: runc's own, under the caller's where the hierarchy is shared.
+    /etc/resolv.conf and /etc/hostname, then each volume (bind, read-only where asked); a mount
+    point the image lacks is made in the container's upper layer, its path resolved inside the
+    container's root as runc resolves it (in_root);
+  - cgroups: runc's own, <the caller's cgroup>/<container id> in each hierarchy (config.json
+    gives no cgroupsPath).
 
-Container ids are the caller's; runc keeps its state under runc_root, so sweep(runc_root, prefix)
-finds and removes what a crashed kubelet left.
+start() returns once runc wrote the container's process id (`runc run --pid-file`): before runc
+has saved the container's state, `runc kill` answers "container does not exist" and the signal is
+lost. kill() checks its work: a container still running after `runc kill --all` is killed by its
+process id (its freezer cgroup thawed first: a frozen process does not die of SIGKILL), then
+every process of its cgroups; one still running after all that is a KillError naming it and
+everything tried. runc's own errors are kept, never thrown away.
+
+Container ids are the caller's; runc keeps its state under runc_root, so sweep(runc_root,
+containers_dir) finds and removes what a crashed kubelet left.
 """
 
 import fcntl
 import json
 import os
+import re
 import resource
 import shutil
 import signal
@@ -75,7 +87,9 @@ class ConfigError(CreateError):
     with an image that runs as root."""
 
 
-def _run(cmd, timeout=300):
+def _run(cmd, timeout=900):
+    """Runs a tool (skopeo, umoci); its output, OSError with its end when it fails. The limit is
+    for a tool that hangs: unpacking a large image on a loaded machine takes minutes."""
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           timeout=timeout)
     if proc.returncode != 0:
@@ -404,6 +418,141 @@ def oci_config(image, spec, rootfs):
 
 # ---- runc --------------------------------------------------------------------------------------
 
+# Generous limits: on a loaded 2-core machine one runc call can take seconds.
+RUNC_TIMEOUT = 120.0    # one runc call (state, kill, delete, list)
+START_TIMEOUT = 120.0   # from `runc run` to the container's process running
+KILL_WAIT = 10.0        # for the container to end after each way of killing it
+
+
+class KillError(Exception):
+    """The container could not be signalled, or still runs after every way of killing it was
+    tried; the message names the container and says what was tried."""
+
+
+def _runc_call(argv, timeout=RUNC_TIMEOUT):
+    """(exit status, what runc said) of one runc call; the status is None when runc could not
+    run or gave no answer in time. runc's error lines (time=... level=error msg="...") come back
+    as their messages."""
+    try:
+        p = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None, "no answer in %.0f s" % timeout
+    except OSError as e:
+        return None, str(e)
+    text = (p.stderr or "").strip()
+    msgs = re.findall(r'msg="((?:[^"\\]|\\.)*)"', text)
+    return p.returncode, "; ".join(msgs) if msgs else text[-400:]
+
+
+def _describe(rc, said):
+    return "%s%s" % ("exit %d" % rc if rc is not None else "failed", ": " + said if said else "")
+
+
+def _start_time(pid):
+    """The start time of process pid (clock ticks after boot), None when it is gone or a
+    zombie: with the pid it names one process, whatever pid the kernel hands out later."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return None if fields[0] in ("Z", "X") else fields[19]
+
+
+# cgroup v1 mount options that name no controller.
+CGROUP_V1_OPTIONS = {"rw", "ro", "noprefix", "xattr", "clone_children", "cpuset_v2_mode", "none"}
+
+
+def _cgroup_mounts():
+    """{controller or "name=..." or "" (cgroup2): mount point} from /proc/self/mountinfo."""
+    mounts = {}
+    try:
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                left, _, right = line.partition(" - ")
+                fields, more = left.split(), right.split()
+                if len(fields) < 5 or len(more) < 3 or fields[3] != "/":
+                    continue
+                if more[0] == "cgroup2":
+                    mounts.setdefault("", fields[4])
+                elif more[0] == "cgroup":
+                    for opt in more[2].split(","):
+                        if opt.startswith("name=") or opt not in CGROUP_V1_OPTIONS and "=" not in opt:
+                            mounts.setdefault(opt, fields[4])
+    except OSError:
+        pass
+    return mounts
+
+
+def container_cgroups(pid, cid):
+    """The folders of the cgroups runc made for container cid whose process pid is in them: in
+    each hierarchy, the one named after the container (runc makes <its caller's cgroup>/<cid>
+    when config.json gives no cgroupsPath). A cgroup with another name (runc could not make the
+    container's own and left it in its caller's) is not the container's alone: never listed."""
+    mounts = _cgroup_mounts()
+    dirs = []
+    try:
+        with open("/proc/%d/cgroup" % pid) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return []
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if os.path.basename(path) != cid:
+            continue
+        key = controllers.split(",")[0] if controllers else ""
+        mount = mounts.get(key)
+        if mount:
+            d = os.path.join(mount, path.lstrip("/"))
+            if os.path.isdir(d) and d not in dirs:
+                dirs.append(d)
+    return dirs
+
+
+def _write(path, text):
+    try:
+        with open(path, "w") as f:
+            f.write(text)
+        return True
+    except OSError:
+        return False
+
+
+def _thaw(cgroup_dirs):
+    """Thaws the container's cgroups: a frozen process (a `runc kill --all` cut off while it had
+    the freezer on, `runc pause`) does not die of SIGKILL until it is thawed."""
+    for d in cgroup_dirs:
+        if os.path.exists(os.path.join(d, "freezer.state")):
+            _write(os.path.join(d, "freezer.state"), "THAWED")
+        if os.path.exists(os.path.join(d, "cgroup.freeze")):
+            _write(os.path.join(d, "cgroup.freeze"), "0")
+
+
+def _kill_cgroups(cgroup_dirs):
+    """SIGKILL to every process of the container's cgroups (cgroup.kill where cgroup2 has it);
+    returns how many processes were signalled."""
+    me = os.getpid()
+    n = 0
+    for d in cgroup_dirs:
+        if os.path.exists(os.path.join(d, "cgroup.kill")):
+            _write(os.path.join(d, "cgroup.kill"), "1")
+        try:
+            with open(os.path.join(d, "cgroup.procs")) as f:
+                pids = [int(x) for x in f.read().split()]
+        except (OSError, ValueError):
+            continue
+        for pid in pids:
+            if pid == me:
+                continue
+            try:
+                os.kill(pid, signal.SIGKILL)
+                n += 1
+            except ProcessLookupError:
+                pass
+    return n
+
+
 class Container:
     """One container: its overlay root, bundle and runc state."""
 
@@ -411,36 +560,128 @@ class Container:
         self.runtime = runtime
         self.id = cid
         self.dir = work_dir
-        self.rootfs = os.path.join(work_dir, "rootfs")
+        self.rootfs = os.path.join(work_dir, "rootfs") if work_dir else None
         self.proc = None
+        self.init_pid = None          # the container's process on this machine, once it runs
+        self.init_started = None      # and its start time (_start_time), against pid reuse
 
     def _runc(self, *args):
-        return [self.runtime.runc, "--root", self.runtime.root] + list(args)
+        return self.runtime._runc_argv(*args)
 
-    def start(self, log_file):
-        """Starts `runc run` with the container's output appended to log_file; returns the
-        Popen (its exit status is the container's)."""
+    def start(self, log_file, timeout=START_TIMEOUT):
+        """Starts `runc run` with the container's output appended to log_file and returns the
+        Popen (its exit status is the container's) once the container's process runs, as a
+        runtime's StartContainer returns, or once `runc run` ended (it could not start the
+        container: the log says why). Until runc has written the container's state, `runc kill`
+        knows no such container: a kill sent earlier would be lost."""
+        pid_file = os.path.join(self.dir, "init.pid")
+        for stale in (pid_file, os.path.join(self.dir, ".init.pid")):
+            if os.path.exists(stale):
+                os.unlink(stale)
         with open(log_file, "ab") as logf:
-            self.proc = subprocess.Popen(self._runc("run", "--bundle", self.dir, self.id),
+            self.proc = subprocess.Popen(self._runc("run", "--pid-file", pid_file, "--bundle", self.dir,
+                                                    self.id),
                                          stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
                                          start_new_session=True)
-        return self.proc
+        end = time.monotonic() + timeout
+        while True:
+            try:
+                with open(pid_file) as f:
+                    self.init_pid = int(f.read().strip())
+                self.init_started = _start_time(self.init_pid)
+                return self.proc
+            except (OSError, ValueError):
+                pass
+            if self.proc.poll() is not None:
+                return self.proc
+            if time.monotonic() >= end:
+                break
+            time.sleep(0.02)
+        try:
+            self.kill()
+        except KillError as e:
+            raise CreateError("runc run did not start container %s in %.0f s, and %s"
+                              % (self.id, timeout, e)) from None
+        raise CreateError("runc run did not start container %s in %.0f s" % (self.id, timeout))
 
     def pid(self):
-        """The host pid of the container's process, or None."""
-        try:
-            out = subprocess.run(self._runc("state", self.id), capture_output=True, text=True,
-                                 timeout=10)
-            state = json.loads(out.stdout) if out.returncode == 0 else {}
-        except (OSError, ValueError, subprocess.TimeoutExpired):
-            return None
+        """The host pid of the container's process while it runs, or None."""
+        if self.init_pid is not None:
+            return self._live_init()
+        state = self.runtime.state(self.id)
         return state.get("pid") if state.get("status") == "running" else None
 
+    def _live_init(self):
+        """init_pid while that process lives (not a zombie, not a later process with its pid)."""
+        if self.init_pid is None or self.init_started is None:
+            return None
+        return self.init_pid if _start_time(self.init_pid) == self.init_started else None
+
+    def ended(self):
+        """True once the container's process is gone and `runc run` has exited."""
+        if self.proc is not None and self.proc.poll() is None:
+            return False
+        return self._live_init() is None
+
+    def _wait_ended(self, seconds):
+        end = time.monotonic() + seconds
+        while not self.ended():
+            if time.monotonic() >= end:
+                return False
+            time.sleep(0.02)
+        return True
+
     def signal(self, sig):
-        """Signals the container's process (SIGKILL: every process of the container)."""
+        """Sends sig to the container's process (`runc kill`); SIGKILL goes through kill().
+        KillError when runc could not signal a container that still runs."""
+        if sig == signal.SIGKILL:
+            return self.kill()
+        if self.ended():
+            return
         name = signal.Signals(sig).name.removeprefix("SIG")
-        cmd = self._runc("kill") + (["--all"] if sig == signal.SIGKILL else []) + [self.id, name]
-        subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=10)
+        rc, said = _runc_call(self._runc("kill", self.id, name))
+        if rc != 0 and not self.ended():
+            raise KillError("container %s: runc kill %s: %s" % (self.id, name, _describe(rc, said)))
+
+    def kill(self, wait=KILL_WAIT):
+        """SIGKILL to every process of the container, and a check that it ended: `runc kill
+        --all`, then, while it still runs after `wait` seconds, SIGKILL to its process by pid
+        (its freezer thawed first), then to every process of its cgroups. Returns what did not
+        work on the way (empty when runc's kill did); raises KillError, naming the container and
+        all that was tried, when it still runs after all of them."""
+        if self.ended():
+            return []
+        tried = []
+        rc, said = _runc_call(self._runc("kill", "--all", self.id, "KILL"))
+        if self._wait_ended(wait):
+            return [] if rc == 0 else ["runc kill --all %s KILL: %s" % (self.id, _describe(rc, said))]
+        tried.append("runc kill --all %s KILL (%s)" % (self.id, _describe(rc, said) if rc != 0 else
+                                                       "exit 0, the container still ran %.0f s later" % wait))
+        pid = self._live_init()
+        if pid is not None:
+            cgroups = container_cgroups(pid, self.id)
+            _thaw(cgroups)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            if self._wait_ended(wait):
+                return tried + ["SIGKILL to its process %d worked" % pid]
+            tried.append("SIGKILL to its process %d" % pid)
+            _thaw(cgroups)
+            n = _kill_cgroups(cgroups)
+            if self._wait_ended(wait):
+                return tried + ["SIGKILL to the %d processes of its cgroups worked" % n]
+            tried.append("SIGKILL to the %d processes of its cgroups %s" % (n, ", ".join(cgroups) or "(none found)"))
+        elif self.init_pid is None:
+            tried.append("its process is unknown (runc run never said it started)")
+        if self.proc is not None and self.proc.poll() is None and (pid is None or self._live_init() is None):
+            # The container's process is gone (or never came), `runc run` is what is left.
+            self.proc.kill()
+            if self._wait_ended(wait):
+                return tried + ["SIGKILL to runc run (pid %d) worked" % self.proc.pid]
+            tried.append("SIGKILL to runc run (pid %d)" % self.proc.pid)
+        raise KillError("container %s still runs after %s" % (self.id, "; ".join(tried)))
 
     def exec(self, argv, timeout):
         """Runs argv in the running container (an exec probe); returns its exit status, or
@@ -453,11 +694,40 @@ class Container:
             return None
 
     def remove(self):
-        """Deletes the runc container, unmounts its root and removes its folder."""
-        subprocess.run(self._runc("delete", "--force", self.id), stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL, timeout=30)
-        _unmount(self.rootfs)
-        shutil.rmtree(self.dir, ignore_errors=True)
+        """Deletes the runc container, unmounts its root and removes its folder. KillError when
+        runc still has the container afterwards."""
+        rc, said = _runc_call(self._runc("delete", "--force", self.id))
+        if self.rootfs:
+            _unmount(self.rootfs)
+        if self.dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+        if rc != 0 and os.path.exists(os.path.join(self.runtime.root, self.id)):
+            raise KillError("container %s: runc delete --force: %s" % (self.id, _describe(rc, said)))
+
+
+def in_root(root, path):
+    """root/path with every symbolic link on the way resolved inside root (an absolute link
+    target starts again at root; .. stops at root), as runc resolves a mount's destination
+    (securejoin). The last component may be a link: it is resolved too."""
+    rest = [p for p in path.split("/") if p not in ("", ".")]
+    cur, links = root, 0
+    while rest:
+        part = rest.pop(0)
+        if part == "..":
+            cur = os.path.dirname(cur) if cur != root else root
+            continue
+        nxt = os.path.join(cur, part)
+        if not os.path.islink(nxt):
+            cur = nxt
+            continue
+        links += 1
+        if links > 40:
+            raise CreateError("%s: too many levels of symbolic links in the image" % path)
+        target = os.readlink(nxt)
+        if target.startswith("/"):
+            cur = root
+        rest = [p for p in target.split("/") if p not in ("", ".")] + rest
+    return cur
 
 
 def _unmount(path):
@@ -486,11 +756,13 @@ class Runtime:
             raise CreateError("overlay mount of the image's root failed: %s" % e.stderr.strip())
         try:
             config = oci_config(image, spec, c.rootfs)
-            # Mount points the image lacks are made in the container's own upper layer.
+            # Mount points the image lacks are made in the container's own upper layer, their
+            # paths resolved inside its root as runc resolves them (the image's /var/run is a
+            # link to /run: followed from here, it would lead out into this machine's /run).
             for m in config["mounts"]:
                 if m["type"] != "bind":
                     continue
-                target = os.path.join(c.rootfs, m["destination"].lstrip("/"))
+                target = in_root(c.rootfs, m["destination"])
                 if os.path.lexists(target):
                     continue
                 if os.path.isdir(m["source"]):
@@ -505,32 +777,81 @@ class Runtime:
             raise
         return c
 
+    def _runc_argv(self, *args):
+        return [self.runc, "--root", self.root] + list(args)
+
+    def state(self, cid):
+        """`runc state` of a container ({} when runc has none or does not answer)."""
+        try:
+            out = subprocess.run(self._runc_argv("state", cid), capture_output=True, text=True,
+                                 timeout=RUNC_TIMEOUT)
+            return json.loads(out.stdout) if out.returncode == 0 else {}
+        except (OSError, ValueError, subprocess.TimeoutExpired):
+            return {}
+
+    def found(self, cid):
+        """A Container for one runc has under this root (what sweep() finds), with its process
+        from `runc state`, so that kill() can check its work."""
+        c = Container(self, cid, None)
+        state = self.state(cid)
+        if state.get("status") in ("created", "running", "paused") and state.get("pid"):
+            c.init_pid = int(state["pid"])
+            c.init_started = _start_time(c.init_pid)
+        return c
+
     def list(self):
         """The ids of the containers runc knows under this root."""
         try:
-            out = subprocess.run([self.runc, "--root", self.root, "list", "-q"], capture_output=True,
-                                 text=True, timeout=10).stdout
+            out = subprocess.run(self._runc_argv("list", "-q"), capture_output=True,
+                                 text=True, timeout=RUNC_TIMEOUT).stdout
         except (OSError, subprocess.TimeoutExpired):
             return []
         return out.split()
 
+    def run_processes(self):
+        """The pids of the `runc run` processes working under this root: a container they are
+        still making has no state yet, so runc lists no such container."""
+        found = []
+        root = self.root.encode()
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open("/proc/%s/cmdline" % pid, "rb") as f:
+                    argv = f.read().split(b"\0")
+            except OSError:
+                continue
+            if b"run" in argv and b"--root" in argv and argv[argv.index(b"--root") + 1:][:1] == [root]:
+                found.append(int(pid))
+        return found
+
 
 def sweep(runc_root, containers_dir):
     """Removes every container runc has under runc_root, and the overlay roots and folders
-    under containers_dir: what a kubelet that died without cleaning up left. Returns the ids."""
-    removed = []
+    under containers_dir: what a kubelet that died without cleaning up left. The `runc run`
+    processes of that root go first, so that none makes a container meanwhile; each container is
+    killed as Container.kill() does (checked, with its fallbacks), then deleted. Returns the ids;
+    KillError (after everything else was done) names what could not be removed."""
+    removed, failed = [], []
     if os.path.isdir(runc_root) and shutil.which("runc"):
         rt = Runtime(runc_root)
+        for pid in rt.run_processes():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         for cid in rt.list():
-            subprocess.run(["runc", "--root", rt.root, "kill", "--all", cid, "KILL"],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=10)
-            subprocess.run(["runc", "--root", rt.root, "delete", "--force", cid],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30)
-            removed.append(cid)
+            c = rt.found(cid)
+            try:
+                c.kill()
+                c.remove()
+                removed.append(cid)
+            except KillError as e:
+                failed.append(str(e))
     if os.path.isdir(containers_dir):
         for name in os.listdir(containers_dir):
             _unmount(os.path.join(containers_dir, name, "rootfs"))
         shutil.rmtree(containers_dir, ignore_errors=True)
+    if failed:
+        raise KillError("; ".join(failed))
     return removed
 
 

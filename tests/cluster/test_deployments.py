@@ -8,7 +8,6 @@ double's `POST /_double/crd`, without the real server's defaults and validation.
     python3 -m unittest discover -s tests/cluster -p 'test_deployments.py'
 """
 
-import datetime
 import os
 import shutil
 import subprocess
@@ -19,8 +18,10 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+from apitime import now_rfc3339  # noqa: E402
 from deployments import SAFE_ALPHABET, template_hash  # noqa: E402
-from test_jobcontroller import PODS, ClusterTestCase, wait_for  # noqa: E402
+from clustertest import ClusterTestCase, condition, scaled  # noqa: E402
+from test_jobcontroller import PODS  # noqa: E402
 
 APPS = "/apis/apps/v1"
 DEPLOYS = APPS + "/namespaces/default/deployments"
@@ -36,17 +37,6 @@ def deployment(name, replicas=2, **spec):
     body.update(spec)
     return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": "default"},
             "spec": body}
-
-
-def now_rfc3339():
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def condition(obj, ctype):
-    for c in (obj.get("status") or {}).get("conditions") or []:
-        if c.get("type") == ctype:
-            return c
-    return None
 
 
 class DeploymentTestCase(ClusterTestCase):
@@ -84,8 +74,8 @@ class DeploymentTestCase(ClusterTestCase):
                 and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
 
     def wait_live(self, app, n):
-        return wait_for("%d live pods of %s" % (n, app),
-                        lambda: (lambda ps: ps if len(ps) == n else None)(self.live(app)), harness=self.h)
+        return self.wait("%d live pods of %s" % (n, app),
+                        lambda: (lambda ps: ps if len(ps) == n else None)(self.live(app)))
 
     def make_ready(self, pod):
         self.k.patch_status(PODS + "/" + pod["metadata"]["name"], {"status": {"phase": "Running", "conditions": [
@@ -116,13 +106,13 @@ class DeploymentTestCase(ClusterTestCase):
                     and c and c["reason"] == "NewReplicaSetAvailable"):
                 return d
             return None
-        return wait_for("deployment %s to roll out" % name, check, timeout=30, harness=self.h)
+        return self.wait("deployment %s to roll out" % name, check, timeout=120)
 
 
 class DeploymentControllerTest(DeploymentTestCase):
     def test_creates_replicaset_and_pods(self):
         d = self.k.create(DEPLOYS, deployment("web"))
-        rs = wait_for("a replicaset", lambda: self.replicasets("web"), harness=self.h)[0]
+        rs = self.wait("a replicaset", lambda: self.replicasets("web"))[0]
         d = self.deploy("web")
         h = template_hash(d["spec"]["template"])
         meta = rs["metadata"]
@@ -149,11 +139,11 @@ class DeploymentControllerTest(DeploymentTestCase):
                                                       "name": meta["name"], "uid": meta["uid"], "controller": True,
                                                       "blockOwnerDeletion": True}])
             self.assertEqual(p["spec"]["containers"][0]["command"], ["sleep", "3600"])
-        wait_for("revision annotation", lambda: (self.deploy("web")["metadata"].get("annotations") or {})
-                 .get("deployment.kubernetes.io/revision") == "1", harness=self.h)
+        self.wait("revision annotation", lambda: (self.deploy("web")["metadata"].get("annotations") or {})
+                 .get("deployment.kubernetes.io/revision") == "1")
         # Not ready yet: not available.
-        d = wait_for("status replicas=2", lambda: (lambda d: d if (d.get("status") or {}).get("replicas") == 2
-                                                   else None)(self.deploy("web")), harness=self.h)
+        d = self.wait("status replicas=2", lambda: (lambda d: d if (d.get("status") or {}).get("replicas") == 2
+                                                   else None)(self.deploy("web")))
         st = d["status"]
         self.assertEqual(st.get("updatedReplicas"), 2)
         self.assertFalse(st.get("readyReplicas"))
@@ -176,8 +166,8 @@ class DeploymentControllerTest(DeploymentTestCase):
         self.k.create(DEPLOYS, deployment("ready"))
         pods = self.wait_live("ready", 2)
         self.make_ready(pods[0])
-        d = wait_for("readyReplicas=1", lambda: (lambda d: d if (d.get("status") or {}).get("readyReplicas") == 1
-                                                 else None)(self.deploy("ready")), harness=self.h)
+        d = self.wait("readyReplicas=1", lambda: (lambda d: d if (d.get("status") or {}).get("readyReplicas") == 1
+                                                 else None)(self.deploy("ready")))
         self.assertEqual(condition(d, "Available")["status"], "False")     # maxUnavailable 25% of 2 is 0
         self.make_ready(pods[1])
         d = self.settled("ready", keep_ready=False)
@@ -196,8 +186,8 @@ class DeploymentControllerTest(DeploymentTestCase):
                           'ReplicaSet "%s" has successfully progressed.' % rs["metadata"]["name"]))
         for c in (av, pr):
             self.assertTrue(c["lastUpdateTime"] and c["lastTransitionTime"])
-        rst = wait_for("replicaset status", lambda: (lambda st: st if st.get("availableReplicas") == 2 else None)(
-            self.replicasets("ready")[0].get("status") or {}), harness=self.h)
+        rst = self.wait("replicaset status", lambda: (lambda st: st if st.get("availableReplicas") == 2 else None)(
+            self.replicasets("ready")[0].get("status") or {}))
         self.assertEqual({k: rst.get(k) for k in ("replicas", "fullyLabeledReplicas", "readyReplicas",
                                                    "availableReplicas")},
                          {"replicas": 2, "fullyLabeledReplicas": 2, "readyReplicas": 2, "availableReplicas": 2})
@@ -207,8 +197,8 @@ class DeploymentControllerTest(DeploymentTestCase):
         self.k.create(DEPLOYS, deployment("slow", replicas=1, minReadySeconds=3))
         pod = self.wait_live("slow", 1)[0]
         self.make_ready(pod)
-        d = wait_for("readyReplicas=1", lambda: (lambda d: d if (d.get("status") or {}).get("readyReplicas") == 1
-                                                 else None)(self.deploy("slow")), harness=self.h)
+        d = self.wait("readyReplicas=1", lambda: (lambda d: d if (d.get("status") or {}).get("readyReplicas") == 1
+                                                 else None)(self.deploy("slow")))
         self.assertFalse(d["status"].get("availableReplicas"))
         self.assertEqual(self.replicasets("slow")[0]["spec"].get("minReadySeconds"), 3)
         d = self.settled("slow", keep_ready=False)
@@ -240,8 +230,8 @@ class DeploymentControllerTest(DeploymentTestCase):
         self.settled("roll")
         first = self.replicasets("roll")[0]
         self.k.patch(DEPLOYS + "/roll", {"spec": {"template": {"metadata": {"annotations": {"note": "y"}}}}})
-        wait_for("a second replicaset", lambda: (lambda rss: rss if len(rss) == 2 else None)(
-            self.replicasets("roll")), harness=self.h)
+        self.wait("a second replicaset", lambda: (lambda rss: rss if len(rss) == 2 else None)(
+            self.replicasets("roll")))
         d = self.settled("roll")
         old, new = self.replicasets("roll")
         self.assertEqual(old["metadata"]["uid"], first["metadata"]["uid"])
@@ -252,9 +242,9 @@ class DeploymentControllerTest(DeploymentTestCase):
         self.assertEqual(d["metadata"]["annotations"]["deployment.kubernetes.io/revision"], "2")
         self.assertEqual(condition(d, "Progressing")["message"],
                          'ReplicaSet "%s" has successfully progressed.' % new["metadata"]["name"])
-        pods = wait_for("old pods gone", lambda: (lambda ps: ps if len(ps) == 2 and all(
+        pods = self.wait("old pods gone", lambda: (lambda ps: ps if len(ps) == 2 and all(
             p["metadata"]["ownerReferences"][0]["uid"] == new["metadata"]["uid"] for p in ps) else None)(
-            self.live("roll")), harness=self.h)
+            self.live("roll")))
         self.assertTrue(all(p["metadata"]["annotations"]["note"] == "y" for p in pods))
         # A rollback to the first template moves the first ReplicaSet to revision 3.
         self.k.patch(DEPLOYS + "/roll", {"spec": {"template": {"metadata": {"annotations": {"note": "x"}}}}})
@@ -285,8 +275,8 @@ class DeploymentControllerTest(DeploymentTestCase):
         for note in ("2", "3"):
             self.k.patch(DEPLOYS + "/hist", {"spec": {"template": {"metadata": {"annotations": {"note": note}}}}})
             self.settled("hist")
-        rss = wait_for("one old replicaset kept", lambda: (lambda rss: rss if len(rss) == 2 else None)(
-            self.replicasets("hist")), harness=self.h)
+        rss = self.wait("one old replicaset kept", lambda: (lambda rss: rss if len(rss) == 2 else None)(
+            self.replicasets("hist")))
         self.assertNotIn(first["metadata"]["uid"], [rs["metadata"]["uid"] for rs in rss])
         self.assertEqual([rs["metadata"]["annotations"]["deployment.kubernetes.io/revision"] for rs in rss], ["2", "3"])
 
@@ -295,15 +285,14 @@ class DeploymentControllerTest(DeploymentTestCase):
         pods = self.wait_live("repl", 2)
         gone = pods[0]["metadata"]["name"]
         self.k.delete(PODS + "/" + gone)
-        after = wait_for("a replacement", lambda: (lambda ps: ps if len(ps) == 2 and gone not in
-                                                   [p["metadata"]["name"] for p in ps] else None)(self.live("repl")),
-                         harness=self.h)
+        after = self.wait("a replacement", lambda: (lambda ps: ps if len(ps) == 2 and gone not in
+                                                   [p["metadata"]["name"] for p in ps] else None)(self.live("repl")))
         # A Failed pod (an evicted one) is replaced; like the real controller, it is left in place.
         failed = after[0]["metadata"]["name"]
         self.k.patch_status(PODS + "/" + failed, {"status": {"phase": "Failed", "reason": "Evicted"}})
-        wait_for("a replacement of the failed pod", lambda: (lambda ps: ps if len(ps) == 2 and failed not in
+        self.wait("a replacement of the failed pod", lambda: (lambda ps: ps if len(ps) == 2 and failed not in
                                                              [p["metadata"]["name"] for p in ps] else None)(
-            self.live("repl")), harness=self.h)
+            self.live("repl")))
         self.assertIsNotNone(self.k.get(PODS + "/" + failed))
         self.settled("repl")
         self.assertEqual(self.replicasets("repl")[0]["status"]["replicas"], 2)
@@ -312,9 +301,9 @@ class DeploymentControllerTest(DeploymentTestCase):
         self.k.create(DEPLOYS, deployment("held"))
         self.settled("held")
         self.k.patch(DEPLOYS + "/held", {"spec": {"paused": True}})
-        d = wait_for("Progressing DeploymentPaused", lambda: (lambda d: d if (condition(d, "Progressing") or {})
+        d = self.wait("Progressing DeploymentPaused", lambda: (lambda d: d if (condition(d, "Progressing") or {})
                                                               .get("reason") == "DeploymentPaused" else None)(
-            self.deploy("held")), harness=self.h)
+            self.deploy("held")))
         c = condition(d, "Progressing")
         self.assertEqual((c["status"], c["message"]), ("Unknown", "Deployment is paused"))
         self.k.patch(DEPLOYS + "/held", {"spec": {"template": {"metadata": {"annotations": {"note": "y"}}}}})
@@ -375,7 +364,7 @@ class DeploymentControllerTest(DeploymentTestCase):
             self.skipTest("a real server refuses the object")
         self.k.create(DEPLOYS, deployment("bad", replicas="three"))
         warning = "deployment default/bad: spec.replicas: 'three' is not an integer"
-        wait_for("the warning", lambda: warning in self.h.log(), harness=self.h)
+        self.wait("the warning", lambda: warning in self.h.log())
         self.k.create(DEPLOYS, deployment("good", replicas=1))
         self.settled("good")
         time.sleep(1.5)
@@ -391,10 +380,9 @@ class DeploymentControllerTest(DeploymentTestCase):
         for p in pods:
             self.assertRegex(p["metadata"]["name"], "^bare-%s$" % SUFFIX)
             self.assertEqual(p["metadata"]["ownerReferences"][0]["uid"], rs["metadata"]["uid"])
-        wait_for("replicaset status", lambda: (self.k.get(RSS + "/bare").get("status") or {}).get("replicas") == 2,
-                 harness=self.h)
+        self.wait("replicaset status", lambda: (self.k.get(RSS + "/bare").get("status") or {}).get("replicas") == 2)
         self.k.delete(RSS + "/bare")
-        wait_for("its pods deleted", lambda: not self.pods("bare"), harness=self.h)
+        self.wait("its pods deleted", lambda: not self.pods("bare"))
         self.assertIn("gc: deleted pod default/%s" % pods[0]["metadata"]["name"], self.h.log())
 
     def test_deleting_deployment_deletes_replicasets_and_pods(self):
@@ -402,9 +390,8 @@ class DeploymentControllerTest(DeploymentTestCase):
         self.wait_live("doomed", 2)
         rs = self.replicasets("doomed")[0]
         self.k.delete(DEPLOYS + "/doomed")
-        wait_for("the replicaset deleted", lambda: self.k.get(RSS + "/" + rs["metadata"]["name"]) is None,
-                 harness=self.h)
-        wait_for("its pods deleted", lambda: not self.pods("doomed"), harness=self.h)
+        self.wait("the replicaset deleted", lambda: self.k.get(RSS + "/" + rs["metadata"]["name"]) is None)
+        self.wait("its pods deleted", lambda: not self.pods("doomed"))
 
     @unittest.skipUnless(shutil.which("kubectl"), "no kubectl")
     def test_kubectl_rollout_status(self):
@@ -412,16 +399,16 @@ class DeploymentControllerTest(DeploymentTestCase):
         self.settled("kc")
         kubeconfig = os.path.join(self.h.api_dir, "kubeconfig")
         out = subprocess.run(["kubectl", "--kubeconfig", kubeconfig, "rollout", "status", "deployment/kc",
-                              "--timeout=20s"], capture_output=True, text=True, timeout=60)
+                              "--timeout=%ds" % scaled(60)], capture_output=True, text=True, timeout=scaled(120))
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertIn('deployment "kc" successfully rolled out', out.stdout)
         out = subprocess.run(["kubectl", "--kubeconfig", kubeconfig, "get", "deploy", "kc", "--no-headers", "-o",
                               "custom-columns=R:.status.readyReplicas,U:.status.updatedReplicas,"
-                              "A:.status.availableReplicas"], capture_output=True, text=True, timeout=60)
+                              "A:.status.availableReplicas"], capture_output=True, text=True, timeout=scaled(60))
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertEqual(out.stdout.split(), ["2", "2", "2"])
         out = subprocess.run(["kubectl", "--kubeconfig", kubeconfig, "get", "deploy", "kc"],
-                             capture_output=True, text=True, timeout=60)
+                             capture_output=True, text=True, timeout=scaled(60))
         self.assertEqual(out.returncode, 0, out.stderr)
         header, row = out.stdout.splitlines()[:2]
         if "READY" not in header.split():

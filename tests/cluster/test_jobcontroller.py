@@ -9,120 +9,22 @@ and a DeletionFinisher in the test process finishes the deletion of bound pods a
 
 import json
 import os
+import random
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
-from kube import Kube  # noqa: E402
+import netns  # noqa: E402
 import pods  # noqa: E402
-
-WAIT = 15.0
-
-
-class DeletionFinisher:
-    """The kubelet's part in deleting a pod, for tests that run no kubelet. An API server only
-    marks a deleted pod that is bound to a node and not finished (deletionTimestamp, the grace
-    period): the pod stays until the node's kubelet has stopped its containers and deletes it
-    again with gracePeriodSeconds=0. This does that second delete at once."""
-
-    def __init__(self, kube):
-        self.kube = kube
-        self.stop_event = threading.Event()
-        self.thread = threading.Thread(target=kube.watch, args=("/api/v1/pods", None, self._event, self.stop_event),
-                                       name="deletion-finisher", daemon=True)
-        self.thread.start()
-
-    def _event(self, etype, pod):
-        meta, spec, st = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
-        if etype == "DELETED" or not meta.get("deletionTimestamp") or not spec.get("nodeName"):
-            return
-        if st.get("phase") in ("Succeeded", "Failed") or meta.get("deletionGracePeriodSeconds") == 0:
-            return
-        self.kube.request("DELETE", "/api/v1/namespaces/%s/pods/%s?gracePeriodSeconds=0" % (
-            meta["namespace"], meta["name"]), {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0,
-                                               "preconditions": {"uid": meta.get("uid")}})
-
-    def stop(self):
-        self.stop_event.set()
-        self.thread.join(10)
-
-
-class ClusterHarness:
-    """The API server plus cluster.py as a subprocess (and, without the kubelet role, a
-    DeletionFinisher); stop() removes them."""
-
-    def __init__(self, roles="jobs,gc,scheduler"):
-        self.dir = tempfile.mkdtemp(prefix="cluster-test.")
-        self.api_dir = os.path.join(self.dir, "api")
-        self.sim = None
-        # The server inherits stderr: a file, so that nothing waits for it to close.
-        with open(os.path.join(self.dir, "apiserver.log"), "w") as err:
-            out = subprocess.run([sys.executable, os.path.join(ROOT, "tests/apiserver/launch.py"), "--state-dir",
-                                  self.api_dir, "--background", "--bookmark-interval", "1"],
-                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, timeout=90)
-        if out.returncode != 0:
-            with open(os.path.join(self.dir, "apiserver.log")) as f:
-                raise RuntimeError("the API server did not start: %s" % f.read())
-        self.kube = Kube.from_kubeconfig(os.path.join(self.api_dir, "kubeconfig"))
-        with open(os.path.join(self.api_dir, "info.json")) as f:
-            self.real = json.load(f).get("kind") == "real"
-        self.finisher = None if "kubelet" in roles.split(",") else DeletionFinisher(self.kube)
-        self.log_path = os.path.join(self.dir, "cluster.log")
-        self.sim = subprocess.Popen([sys.executable, os.path.join(HERE, "cluster.py"), "--kubeconfig",
-                                     os.path.join(self.api_dir, "kubeconfig"), "--roles", roles,
-                                     "--state-dir", os.path.join(self.dir, "sim"), "--log-file", self.log_path,
-                                     "--job-pod-backoff", "0.2"],
-                                    stdin=subprocess.DEVNULL)
-
-    def stop(self):
-        rc = None
-        if self.finisher is not None:
-            self.finisher.stop()
-            self.finisher = None
-        if self.sim is not None:
-            self.sim.send_signal(signal.SIGTERM)
-            try:
-                rc = self.sim.wait(20)
-            except subprocess.TimeoutExpired:
-                self.sim.kill()
-                self.sim.wait()
-        try:
-            with open(os.path.join(self.api_dir, "pid")) as f:
-                os.killpg(int(f.readline()), signal.SIGTERM)
-        except (OSError, ValueError):
-            pass
-        return rc
-
-    def log(self):
-        try:
-            with open(self.log_path) as f:
-                return f.read()
-        except OSError:
-            return ""
-
-    def cleanup(self):
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-
-def wait_for(what, fn, timeout=WAIT, harness=None):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(0.05)
-    extra = ("\n--- cluster log ---\n" + harness.log()) if harness else ""
-    raise AssertionError("timed out waiting for %s (last: %r)%s" % (what, last, extra))
+from clustertest import (ClusterHarness, ClusterTestCase, alive, condition, scaled, start_apiserver,  # noqa: E402
+                     wait_for)
 
 
 def job_manifest(name, **spec):
@@ -138,27 +40,9 @@ JOBS = "/apis/batch/v1/namespaces/default/jobs"
 PODS = "/api/v1/namespaces/default/pods"
 
 
-class ClusterTestCase(unittest.TestCase):
-    roles = "jobs,gc,scheduler"
+class JobTestCase(ClusterTestCase):
+    """A cluster with the Job controller; the test plays the kubelet."""
 
-    @classmethod
-    def setUpClass(cls):
-        cls.h = ClusterHarness(cls.roles)
-        cls.k = cls.h.kube
-
-    @classmethod
-    def tearDownClass(cls):
-        rc = cls.h.stop()
-        log = cls.h.log()
-        cls.h.cleanup()
-        if rc != 0:
-            raise AssertionError("cluster.py exited with %r\n%s" % (rc, log))
-        if "Traceback" in log:
-            raise AssertionError("cluster.py logged an exception:\n%s" % log)
-        if "HTTP 422" in log:
-            raise AssertionError("the API server refused a write of cluster.py as invalid:\n%s" % log)
-
-    # helpers
     def pods_of(self, job):
         return self.k.list(PODS, "job-name=" + job)[0]
 
@@ -167,8 +51,8 @@ class ClusterTestCase(unittest.TestCase):
                 and p["status"].get("phase") not in ("Succeeded", "Failed")]
 
     def wait_pods(self, job, n):
-        return wait_for("%d live pods of %s" % (n, job),
-                        lambda: (lambda ps: ps if len(ps) == n else None)(self.live_pods(job)), harness=self.h)
+        return self.wait("%d live pods of %s" % (n, job),
+                        lambda: (lambda ps: ps if len(ps) == n else None)(self.live_pods(job)))
 
     def job(self, name):
         return self.k.get(JOBS + "/" + name)
@@ -181,21 +65,15 @@ class ClusterTestCase(unittest.TestCase):
                                         "state": {"terminated": {"exitCode": code, "reason": "Error" if code else "Completed"}}}]
         self.k.patch_status(PODS + "/" + pod["metadata"]["name"], {"status": st})
 
-    def condition(self, job, ctype):
-        for c in (job.get("status") or {}).get("conditions") or []:
-            if c["type"] == ctype:
-                return c
-        return None
-
     def wait_condition(self, name, ctype, status="True"):
         def check():
             j = self.job(name)
-            c = self.condition(j, ctype)
+            c = condition(j, ctype)
             return j if c and c["status"] == status else None
-        return wait_for("condition %s=%s on job %s" % (ctype, status, name), check, harness=self.h)
+        return self.wait("condition %s=%s on job %s" % (ctype, status, name), check)
 
 
-class JobControllerTest(ClusterTestCase):
+class JobControllerTest(JobTestCase):
     def test_creates_pod_from_template(self):
         job = self.k.create(JOBS, job_manifest("create"))
         pod = self.wait_pods("create", 1)[0]
@@ -210,16 +88,16 @@ class JobControllerTest(ClusterTestCase):
                                                     "uid": uid, "controller": True, "blockOwnerDeletion": True}])
         self.assertIn("batch.kubernetes.io/job-tracking", meta.get("finalizers", []))
         self.assertEqual(pod["spec"]["containers"][0]["command"], ["true"])
-        j = wait_for("active=1", lambda: (lambda j: j if (j.get("status") or {}).get("active") == 1 else None)(self.job("create")))
+        j = self.wait("active=1", lambda: (lambda j: j if (j.get("status") or {}).get("active") == 1 else None)(self.job("create")))
         self.assertTrue(j["status"].get("startTime"))
         self.assertEqual(j["status"].get("ready"), 0)
         # The scheduler role binds the pod, or says once that the server cannot bind.
-        wait_for("binding", lambda: self.k.get(PODS + "/" + meta["name"])["spec"].get("nodeName") == "sim-node"
-                 or "serves no pods/binding" in self.h.log(), harness=self.h)
+        self.wait("binding", lambda: self.k.get(PODS + "/" + meta["name"])["spec"].get("nodeName") == "sim-node"
+                 or "serves no pods/binding" in self.h.log())
         # Ready pods are counted.
         self.k.patch_status(PODS + "/" + meta["name"], {"status": {"phase": "Running", "conditions": [
             {"type": "Ready", "status": "True"}, {"type": "PodScheduled", "status": "True"}]}})
-        wait_for("ready=1", lambda: (self.job("create").get("status") or {}).get("ready") == 1)
+        self.wait("ready=1", lambda: (self.job("create").get("status") or {}).get("ready") == 1)
         # Still exactly one pod: no duplicate from a stale cache.
         time.sleep(1.5)
         self.assertEqual(len(self.pods_of("create")), 1)
@@ -249,7 +127,7 @@ class JobControllerTest(ClusterTestCase):
         self.set_phase(pods[0], "Succeeded", 0)
         self.set_phase(pods[1], "Succeeded", 0)
         last = self.wait_pods("par", 1)
-        wait_for("succeeded=2", lambda: (self.job("par").get("status") or {}).get("succeeded") == 2, harness=self.h)
+        self.wait("succeeded=2", lambda: (self.job("par").get("status") or {}).get("succeeded") == 2)
         self.set_phase(last[0], "Succeeded", 0)
         j = self.wait_condition("par", "Complete")
         self.assertEqual(j["status"]["succeeded"], 3)
@@ -259,11 +137,11 @@ class JobControllerTest(ClusterTestCase):
         self.k.create(JOBS, job_manifest("flaky", backoffLimit=1))
         first = self.wait_pods("flaky", 1)[0]
         self.set_phase(first, "Failed", 1)
-        second = wait_for("a replacement pod", lambda: [p for p in self.live_pods("flaky")
+        second = self.wait("a replacement pod", lambda: [p for p in self.live_pods("flaky")
                                                         if p["metadata"]["name"] != first["metadata"]["name"]])[0]
         j = self.job("flaky")
         self.assertEqual(j["status"].get("failed"), 1)
-        self.assertIsNone(self.condition(j, "Failed"))
+        self.assertIsNone(condition(j, "Failed"))
         self.set_phase(second, "Failed", 1)
         j = self.wait_condition("flaky", "Failed")
         st = j["status"]
@@ -281,16 +159,16 @@ class JobControllerTest(ClusterTestCase):
         before = {p["metadata"]["name"] for p in self.wait_pods("susp", 2)}
         self.k.patch(JOBS + "/susp", {"spec": {"suspend": True}})
         j = self.wait_condition("susp", "Suspended")
-        c = self.condition(j, "Suspended")
+        c = condition(j, "Suspended")
         self.assertEqual((c["reason"], c["message"]), ("JobSuspended", "Job suspended"))
-        wait_for("pods deleted", lambda: not self.pods_of("susp"), harness=self.h)
-        j = wait_for("active=0", lambda: (lambda j: j if not (j.get("status") or {}).get("active") else None)(self.job("susp")))
+        self.wait("pods deleted", lambda: not self.pods_of("susp"))
+        j = self.wait("active=0", lambda: (lambda j: j if not (j.get("status") or {}).get("active") else None)(self.job("susp")))
         self.assertFalse(j["status"].get("failed"), "pods removed by suspension are not failures")
         start1 = j["status"].get("startTime")
         time.sleep(1.1)
         self.k.patch(JOBS + "/susp", {"spec": {"suspend": False}})
         j = self.wait_condition("susp", "Suspended", "False")
-        c = self.condition(j, "Suspended")
+        c = condition(j, "Suspended")
         self.assertEqual((c["reason"], c["message"]), ("JobResumed", "Job resumed"))
         self.assertNotEqual(j["status"].get("startTime"), start1)
         after = {p["metadata"]["name"] for p in self.wait_pods("susp", 2)}
@@ -320,13 +198,12 @@ class JobControllerTest(ClusterTestCase):
         name = pod["metadata"]["name"]
         self.k.patch(PODS + "/" + name, {"metadata": {"finalizers": ["batch.kubernetes.io/job-tracking", "test/hold"]}})
         self.k.delete(PODS + "/" + name)
-        wait_for("terminating=1", lambda: (self.job("repl").get("status") or {}).get("terminating") == 1, harness=self.h)
+        self.wait("terminating=1", lambda: (self.job("repl").get("status") or {}).get("terminating") == 1)
         time.sleep(1.0)
         self.assertEqual(len(self.pods_of("repl")), 1, "no replacement while the pod is terminating")
         self.set_phase(pod, "Failed", 137)
-        wait_for("a replacement", lambda: [p for p in self.live_pods("repl") if p["metadata"]["name"] != name],
-                 harness=self.h)
-        wait_for("failed=1", lambda: (self.job("repl").get("status") or {}).get("failed") == 1, harness=self.h)
+        self.wait("a replacement", lambda: [p for p in self.live_pods("repl") if p["metadata"]["name"] != name])
+        self.wait("failed=1", lambda: (self.job("repl").get("status") or {}).get("failed") == 1)
         self.k.patch(PODS + "/" + name, {"metadata": {"finalizers": None}})
 
     def test_on_failure_restarts_count(self):
@@ -336,18 +213,18 @@ class JobControllerTest(ClusterTestCase):
             {"name": "main", "ready": False, "restartCount": 2, "image": "busybox", "imageID": "",
              "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]}})
         j = self.wait_condition("restarts", "Failed")
-        self.assertEqual(self.condition(j, "Failed")["reason"], "BackoffLimitExceeded")
+        self.assertEqual(condition(j, "Failed")["reason"], "BackoffLimitExceeded")
 
     def test_action_log(self):
         self.k.create(JOBS, job_manifest("logged"))
         pod = self.wait_pods("logged", 1)[0]
-        wait_for("log line", lambda: "job default/logged: created pod %s" % pod["metadata"]["name"] in self.h.log())
+        self.wait("log line", lambda: "job default/logged: created pod %s" % pod["metadata"]["name"] in self.h.log())
 
 
 class CommandLineTest(unittest.TestCase):
     def run_cli(self, *args):
         return subprocess.run([sys.executable, os.path.join(HERE, "cluster.py")] + list(args),
-                              capture_output=True, text=True, timeout=30)
+                              capture_output=True, text=True, timeout=scaled(60))
 
     def test_bad_flags_exit_2(self):
         for args in (["--kubeconfig", "x", "--roles", "kubelet,nope"], ["--roles", "jobs"],
@@ -367,7 +244,7 @@ class CommandLineTest(unittest.TestCase):
         h = ClusterHarness("jobs,gc")
         try:
             pid_file = os.path.join(h.dir, "sim", "cluster.pid")
-            wait_for("pid file", lambda: os.path.exists(pid_file))
+            wait_for("the pid file", lambda: os.path.exists(pid_file), 60, describe=h.log)
             with open(pid_file) as f:
                 self.assertEqual(int(f.read()), h.sim.pid)
             self.assertEqual(h.stop(), 0)
@@ -380,7 +257,6 @@ class CommandLineTest(unittest.TestCase):
     def _burst(pid, n=300):
         """n SIGTERMs, 0 to 200 microseconds apart: some land while the handler of an earlier
         one runs."""
-        import random
         for _ in range(n):
             try:
                 os.kill(pid, signal.SIGTERM)
@@ -390,14 +266,6 @@ class CommandLineTest(unittest.TestCase):
             while time.perf_counter() < until:
                 pass
 
-    @staticmethod
-    def _gone(pid):
-        try:
-            with open("/proc/%d/stat" % pid) as f:
-                return f.read().split()[2] == "Z"
-        except OSError:
-            return True
-
     def test_a_burst_of_sigterms_still_stops_both(self):
         """A second signal landing while the first one's handler held the lock of the Event it
         was setting left the double deadlocked (about one run in twenty, with this burst): the
@@ -405,16 +273,13 @@ class CommandLineTest(unittest.TestCase):
         for _ in range(10):
             d = tempfile.mkdtemp(prefix="burst-test.")
             try:
-                subprocess.run([sys.executable, os.path.join(ROOT, "tests/apiserver/launch.py"), "--state-dir",
-                                os.path.join(d, "api"), "--background"], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, check=True, timeout=60)
-                with open(os.path.join(d, "api", "pid")) as f:
-                    api = int(f.readline())
+                _, pids, _ = start_apiserver(os.path.join(d, "api"))
+                api = pids[0]
                 self._burst(api)
                 try:
-                    wait_for("the API server to exit", lambda: self._gone(api), timeout=10)
+                    wait_for("the API server to exit", lambda: not alive(api), 60)
                 finally:
-                    if not self._gone(api):
+                    if alive(api):
                         os.kill(api, signal.SIGKILL)
             finally:
                 shutil.rmtree(d, ignore_errors=True)
@@ -422,9 +287,9 @@ class CommandLineTest(unittest.TestCase):
             h = ClusterHarness("jobs,gc")
             try:
                 pid_file = os.path.join(h.dir, "sim", "cluster.pid")
-                wait_for("pid file", lambda: os.path.exists(pid_file))
+                wait_for("the pid file", lambda: os.path.exists(pid_file), 60, describe=h.log)
                 self._burst(h.sim.pid, 100)
-                self.assertEqual(h.sim.wait(20), 0)
+                self.assertEqual(h.sim.wait(scaled(60)), 0)
                 self.assertNotIn("Traceback", h.log())
                 h.sim = None
             finally:
@@ -435,9 +300,6 @@ class CommandLineTest(unittest.TestCase):
     def test_sigkill_leaves_nothing_behind(self):
         """cluster.py killed with SIGKILL, a pod running: its reaper removes the pod's processes,
         network namespace, links and the hostPath folder the kubelet made."""
-        import random
-        sys.path.insert(0, HERE)
-        import netns
         h = ClusterHarness("kubelet,scheduler")
         token = str(random.randrange(100000, 999999))
         made = os.path.join(tempfile.gettempdir(), "reaper-test-" + token)
@@ -453,21 +315,22 @@ class CommandLineTest(unittest.TestCase):
             def phase():
                 p = h.kube.get("/api/v1/namespaces/default/pods/doomed") or {}
                 return (p.get("status") or {}).get("phase")
-            wait_for("the pod to run", lambda: phase() == "Running", harness=h)
+            wait_for("the pod to run", lambda: phase() == "Running", 120, describe=h.log)
 
             def sleepers():
                 return pods.processes("sleep", token)
-            wait_for("the pod's process", sleepers, harness=h)
+            wait_for("the pod's process", sleepers, 60, describe=h.log)
             self.assertTrue(os.path.isdir(made + "/inner"))
             with open(os.path.join(h.dir, "sim", "kubelet.json")) as f:
                 prefix = json.load(f)["prefix"]
             self.assertTrue(netns.leftovers(prefix))
 
             h.sim.kill()
-            h.sim.wait(10)
+            h.sim.wait()
             h.sim = None
             wait_for("the reaper to clean up",
-                     lambda: not sleepers() and not netns.leftovers(prefix) and not os.path.exists(made), timeout=30)
+                     lambda: not sleepers() and not netns.leftovers(prefix) and not os.path.exists(made), 60,
+                     describe=lambda: (sleepers(), netns.leftovers(prefix), os.path.exists(made)))
         finally:
             h.stop()
             h.cleanup()

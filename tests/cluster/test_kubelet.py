@@ -1,33 +1,30 @@
-"""The simulated kubelet against the API server (the double, or a real kube-apiserver with
-KUBEBUILDER_ASSETS): pods as processes in their own network
+"""The simulated kubelet against the API server double: pods as processes in their own network
 namespaces. Root only (network namespaces, mounts).
 
     python3 -m unittest discover -s tests/cluster -p 'test_kubelet.py' -v
 """
 
 import base64
-import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 import unittest
 import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
 import kubelet as kubelet_mod  # noqa: E402
 import netns  # noqa: E402
-from kube import Kube  # noqa: E402
+import podenv  # noqa: E402
+import podvolumes  # noqa: E402
+from clustertest import STOP, KubeletTestCase, alive, scaled, wait_for  # noqa: E402
+from kube import KubeError  # noqa: E402
 
 DOMAIN = "cluster.local"
-WAIT = 20.0
 
 
 def _pod(name, command, **spec):
@@ -43,88 +40,17 @@ def _pod(name, command, **spec):
 @unittest.skipUnless(os.geteuid() == 0, "needs root: network namespaces, bridges and mounts")
 @unittest.skipUnless(shutil.which("ip") and shutil.which("unshare") and shutil.which("nsenter"),
                      "needs iproute2 and util-linux (ip, unshare, nsenter)")
-class KubeletTest(unittest.TestCase):
+class KubeletTest(KubeletTestCase):
+    ns_prefix = "t"
+
     @classmethod
-    def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="kubelet-test-")
-        api = os.path.join(cls.tmp, "api")
-        subprocess.run([sys.executable, os.path.join(ROOT, "tests", "apiserver", "launch.py"),
-                        "--state-dir", api, "--background"], check=True, stdout=subprocess.DEVNULL)
-        with open(os.path.join(api, "pid")) as f:
-            cls.api_pids = [int(x) for x in f.read().split()]
-        cls.kube = Kube.from_kubeconfig(os.path.join(api, "kubeconfig"))
-        cls.state = os.path.join(cls.tmp, "kubelet")
-        cls.prefix = "t" + uuid.uuid4().hex[:5]
+    def kubelet_options(cls):
         # a program the "image" adds to /usr/local/bin
-        cls.image_prog = os.path.join(cls.tmp, "image-prog")
-        with open(cls.image_prog, "w") as f:
+        image_prog = os.path.join(cls.tmp, "image-prog")
+        with open(image_prog, "w") as f:
             f.write("#!/bin/sh\necho from the image: $*\n")
-        os.chmod(cls.image_prog, 0o755)
-        cls.kubelet = kubelet_mod.Kubelet(cls.kube, DOMAIN, cls.state, prefix=cls.prefix,
-                                          pod_cidr=netns.free_cidr(), image_bin=[cls.image_prog])
-        cls.stop = threading.Event()
-        cls.kubelet.start()
-        cls.thread = threading.Thread(target=cls.kubelet.run, args=(cls.stop,), daemon=True)
-        cls.thread.start()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.stop.set()
-        cls.thread.join(timeout=30)
-        cls.kubelet.cleanup()
-        for pid in cls.api_pids:
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        shutil.rmtree(cls.tmp, ignore_errors=True)
-
-    # ------------------------------------------------------------------ helpers
-    def ns(self):
-        """The test's own namespace, created (an API server refuses objects in a namespace that
-        does not exist)."""
-        name = "t-" + self._testMethodName.replace("_", "-")[5:][:40]
-        self.kube.ensure_namespace(name)
-        return name
-
-    def create(self, ns, obj, resource="pods"):
-        return self.kube.create("/api/v1/namespaces/%s/%s" % (ns, resource), obj)
-
-    def pod(self, ns, name):
-        return self.kube.get("/api/v1/namespaces/%s/pods/%s" % (ns, name))
-
-    def wait_pod(self, ns, name, pred, what, timeout=WAIT):
-        end = time.monotonic() + timeout
-        p = None
-        while time.monotonic() < end:
-            p = self.pod(ns, name)
-            if p is not None and pred(p):
-                return p
-            time.sleep(0.1)
-        self.fail("pod %s/%s never %s; last: %s\nlog: %s" % (ns, name, what, json.dumps((p or {}).get("status"))[:3000],
-                                                          self.logs(ns, name)))
-
-    def wait_phase(self, ns, name, phase, timeout=WAIT):
-        return self.wait_pod(ns, name, lambda p: (p.get("status") or {}).get("phase") == phase,
-                             "reached " + phase, timeout)
-
-    def logs(self, ns, name, container="main"):
-        try:
-            with open(self.kubelet.log_path(ns, name, container)) as f:
-                return f.read()
-        except OSError:
-            return ""
-
-    @staticmethod
-    def cond(p, ctype):
-        for c in (p.get("status") or {}).get("conditions") or []:
-            if c["type"] == ctype:
-                return c["status"]
-        return None
-
-    @staticmethod
-    def terminated(p, i=0):
-        return p["status"]["containerStatuses"][i]["state"].get("terminated")
+        os.chmod(image_prog, 0o755)
+        return {"image_bin": [image_prog]}
 
     # ------------------------------------------------------------------ tests
     def test_lifecycle_running_then_succeeded(self):
@@ -192,7 +118,7 @@ class KubeletTest(unittest.TestCase):
         fqdn = "srv.grp.%s.svc.%s" % (ns, DOMAIN)
         script = ("import socket, urllib.request; print(socket.gethostbyname('%s'));"
                   "print(socket.gethostbyname('srv'));"
-                  "print(urllib.request.urlopen('http://%s:8080/', timeout=5).status)") % (fqdn, fqdn)
+                  "print(urllib.request.urlopen('http://%s:8080/', timeout=60).status)") % (fqdn, fqdn)
         self.create(ns, _pod("cli", ["python3", "-c", script], hostname="cli", subdomain="grp"))
         p = self.wait_phase(ns, "cli", "Succeeded")
         self.assertNotEqual(p["status"]["podIP"], srv_ip)
@@ -231,6 +157,53 @@ class KubeletTest(unittest.TestCase):
         # Mount points made on the host for the pod are not visible there as mounts.
         with open("/proc/self/mounts") as f:
             self.assertNotIn("/etc/simsec", f.read())
+
+    def test_projected_volume_waits_for_its_configmap(self):
+        """The volume the ServiceAccount admission plugin adds to every pod, for a pod made
+        before its namespace's kube-root-ca.crt: nothing starts, the pod waits as a kubelet
+        leaves it (Pending, ContainerCreating, FailedMount events) and starts, with the whole
+        volume, once the ConfigMap is there."""
+        ns = self.ns()
+        code, obj = self.kube.request("POST", "/api/v1/namespaces/%s/serviceaccounts" % ns,
+                                      {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}})
+        self.assertIn(code, (201, 409), obj)
+        sa_dir = "/var/run/secrets/kubernetes.io/serviceaccount"
+        volume = {"name": "kube-api-access-abcde", "projected": {"defaultMode": 420, "sources": [
+            {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+            {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+            {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"apiVersion": "v1",
+                                                                         "fieldPath": "metadata.namespace"}}]}}]}}
+        self.create(ns, _pod("early", ["sh", "-c", "cat %s/ca.crt; cat %s/namespace; echo; test -s %s/token && "
+                                       "echo token-ok; sleep 600" % ((sa_dir,) * 3)],
+                             volumes=[volume], serviceAccountName="default",
+                             container_extra={"volumeMounts": [{"name": "kube-api-access-abcde",
+                                                                "mountPath": sa_dir, "readOnly": True}]}))
+        said = 'MountVolume.SetUp failed for volume "kube-api-access-abcde" : configmap "kube-root-ca.crt" not found'
+
+        def failed_mount():
+            evs = [e for e in self.kube.list("/api/v1/namespaces/%s/events" % ns)[0]
+                   if e["involvedObject"].get("name") == "early" and e.get("reason") == "FailedMount"]
+            return evs[0] if evs and evs[0].get("count", 1) >= 2 else None
+        ev = self.wait("a FailedMount event, seen twice", failed_mount,
+                       describe=lambda: self.kube.list("/api/v1/namespaces/%s/events" % ns)[0])
+        self.assertEqual((ev["type"], ev["message"]), ("Warning", said))
+        self.assertEqual(ev["source"], {"component": "kubelet", "host": "sim-node"})
+        self.assertEqual(ev["involvedObject"]["kind"], "Pod")
+        self.assertEqual(ev["involvedObject"]["uid"], self.pod(ns, "early")["metadata"]["uid"])
+        self.assertEqual(len([e for e in self.kube.list("/api/v1/namespaces/%s/events" % ns)[0]
+                              if e.get("reason") == "FailedMount"]), 1, "repeats raise the count of one Event")
+        p = self.pod(ns, "early")
+        self.assertEqual(p["status"]["phase"], "Pending")
+        self.assertEqual(p["status"]["containerStatuses"][0]["state"], {"waiting": {"reason": "ContainerCreating"}})
+        self.assertEqual(self.cond(p, "PodReadyToStartContainers"), "False")
+        self.assertEqual(self.logs(ns, "early"), "", "nothing started")
+
+        ca = "-----BEGIN CERTIFICATE-----\nMIIBsimulated\n-----END CERTIFICATE-----\n"
+        self.create(ns, {"metadata": {"name": "kube-root-ca.crt"}, "data": {"ca.crt": ca}}, "configmaps")
+        self.wait_phase(ns, "early", "Running")
+        out = self.wait("the container's output", lambda: "token-ok" in self.logs(ns, "early") and
+                        self.logs(ns, "early"), describe=lambda: self.describe_pod(ns, "early"))
+        self.assertEqual(out, ca + ns + "\ntoken-ok\n")
 
     def _ssh_job(self, ns, workers):
         """The SSH Secret and sshd worker pods as the operator makes them; returns the volume."""
@@ -288,7 +261,7 @@ class KubeletTest(unittest.TestCase):
                                  {"key": "hostfile", "path": "hostfile", "mode": 0o444}]}}],
                              container_extra={"env": env, "volumeMounts": mount["volumeMounts"] + [
                                  {"name": "cfg", "mountPath": "/etc/mpi"}]}))
-        self.wait_phase(ns, "job-launcher", "Succeeded", timeout=40)
+        self.wait_phase(ns, "job-launcher", "Succeeded", timeout=120)
         # Each rank prints its host name on a line of its own; Open MPI may add diagnostics of its
         # own (a setpgid race in plm:rsh under load), which say nothing about the pods.
         lines = self.logs(ns, "job-launcher").split("\n")
@@ -336,17 +309,10 @@ class KubeletTest(unittest.TestCase):
         self.wait_phase(ns, "doomed", "Running")
         runner = self.kubelet._find(ns, "doomed")
         pod_ns = runner.net.ns
-        pids = netns.netns_pids(pod_ns)
-        self.assertTrue(pids)
+        pids = self.wait("the pod's processes in its network namespace", lambda: netns.netns_pids(pod_ns))
         self.assertTrue(self.kube.delete("/api/v1/namespaces/%s/pods/doomed" % ns))
-        self.assertTrue(runner.finished.wait(10))
-        for pid in pids:
-            try:
-                with open("/proc/%d/stat" % pid) as f:
-                    state = f.read().rsplit(")", 1)[1].split()[0]
-            except OSError:
-                state = "gone"
-            self.assertIn(state, ("gone", "Z"), "pid %d still runs" % pid)
+        self.wait("the pod's runner to finish", runner.finished.is_set, describe=lambda: self.describe_pod(ns, "doomed"))
+        self.assertEqual([pid for pid in pids if alive(pid)], [], "still running")
         self.assertNotIn(pod_ns, subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout)
 
     def test_z_cleanup_leaves_nothing(self):
@@ -355,12 +321,115 @@ class KubeletTest(unittest.TestCase):
         self.wait_phase("t-z", "left", "Running")
         self.assertTrue(netns.leftovers(self.prefix))
         self.__class__.stop.set()
-        self.__class__.thread.join(timeout=30)
+        self.__class__.thread.join(timeout=scaled(STOP))
         self.kubelet.cleanup()
         self.assertEqual(netns.leftovers(self.prefix), [])
         links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
         self.assertNotIn(self.prefix, links)
         self.assertFalse(os.path.exists("/etc/simsec") or os.path.exists("/etc/simcfg") or os.path.exists("/mnt/hp"))
+
+
+class _FakeKube:
+    """Answers GETs from objects ({path: object, or an exception to raise}) and TokenRequests."""
+
+    def __init__(self):
+        self.objects = {}
+        self.token_code = 201
+
+    def get(self, path):
+        found = self.objects.get(path)
+        if isinstance(found, Exception):
+            raise found
+        return found
+
+    def request(self, method, path, body=None):
+        if self.token_code != 201:
+            return self.token_code, {"message": "the server is currently unable to handle the request"}
+        return 201, {"status": {"token": "t0ken"}}
+
+
+class VolumeFilesTest(unittest.TestCase):
+    """podvolumes.PodVolumes on its own: a volume is complete or untouched, whatever the API
+    server answers."""
+
+    CM = "/api/v1/namespaces/ns/configmaps/"
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="volumes-test-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+        self.kube = _FakeKube()
+        self.kube.objects[self.CM + "kube-root-ca.crt"] = {"data": {"ca.crt": "CA-1"}}
+        self.kube.objects[self.CM + "extra"] = {"data": {"x": "1"}}
+        sources = [{"serviceAccountToken": {"path": "token"}},
+                   {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+                   {"configMap": {"name": "extra", "optional": True}},
+                   {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}}]}}]
+        pod = {"metadata": {"name": "p", "namespace": "ns", "uid": "u1"},
+               "spec": {"volumes": [{"name": "kube-api-access-x", "projected": {"sources": sources}}]}}
+
+        class Kubelet:
+            kube = self.kube
+            runtime = None
+
+        class Runner:
+            k, ns, name, uid, spec, dir = Kubelet, "ns", "p", "u1", pod["spec"], self.tmp
+        Runner.pod = pod
+        self.vols = podvolumes.PodVolumes(Runner)
+        self.dir = os.path.join(self.tmp, "volumes", "kube-api-access-x")
+
+    def files(self):
+        out = {}
+        for name in sorted(os.listdir(self.dir)):
+            with open(os.path.join(self.dir, name)) as f:
+                out[name] = f.read()
+        return out
+
+    def test_complete_volume(self):
+        self.assertEqual(self.vols.prepare(), [])
+        self.assertEqual(self.files(), {"ca.crt": "CA-1", "namespace": "ns", "token": "t0ken", "x": "1"})
+
+    def test_an_unreadable_source_is_not_an_absent_one(self):
+        for answer in (OSError("GET ...: timed out"), KubeError(500, {"message": "etcd timeout"})):
+            self.kube.objects[self.CM + "extra"] = answer      # optional, and yet: no answer is no answer
+            failed = self.vols.prepare()
+            self.assertEqual(len(failed), 1)
+            self.assertTrue(str(failed[0]).startswith(
+                'MountVolume.SetUp failed for volume "kube-api-access-x" : failed to get configmap "extra": '),
+                failed[0])
+            self.assertFalse(os.path.exists(os.path.join(self.dir, "ca.crt")), "nothing half made")
+
+    def test_a_missing_configmap_names_the_volume(self):
+        del self.kube.objects[self.CM + "kube-root-ca.crt"]
+        self.assertEqual([str(e) for e in self.vols.prepare()],
+                         ['MountVolume.SetUp failed for volume "kube-api-access-x" : configmap "kube-root-ca.crt" '
+                          'not found'])
+        self.kube.objects[self.CM + "kube-root-ca.crt"] = {"data": {}}
+        self.assertEqual([e.reason for e in self.vols.prepare()],
+                         ["configmap references non-existent config key: ca.crt"])
+        self.kube.objects[self.CM + "kube-root-ca.crt"] = {"data": {"ca.crt": "CA-1"}}
+        self.kube.token_code = 503
+        self.vols.tokens.clear()        # none asked yet
+        self.assertEqual([e.reason for e in self.vols.prepare()],
+                         ["failed to fetch token: HTTP 503: the server is currently unable to handle the request"])
+
+    def test_a_refresh_that_cannot_read_keeps_every_file(self):
+        self.assertEqual(self.vols.prepare(), [])
+        before = self.files()
+        for path, answer in ((self.CM + "kube-root-ca.crt", OSError("timed out")),
+                             (self.CM + "kube-root-ca.crt", None),
+                             (self.CM + "kube-root-ca.crt", {"data": {"other": "y"}}),
+                             (self.CM + "extra", KubeError(429, {"message": "too many requests"}))):
+            saved = self.kube.objects.get(path)
+            self.kube.objects[path] = answer
+            self.assertEqual(len(self.vols.refresh()), 1, answer)
+            self.assertEqual(self.files(), before, "after %r" % (answer,))
+            self.kube.objects[path] = saved
+        # What a complete reading no longer has goes: an optional ConfigMap deleted.
+        self.kube.objects[self.CM + "kube-root-ca.crt"] = {"data": {"ca.crt": "CA-2"}}
+        self.kube.objects[self.CM + "extra"] = None
+        self.assertEqual(self.vols.refresh(), [])
+        self.assertEqual(self.files(), {"ca.crt": "CA-2", "namespace": "ns", "token": "t0ken"})
+        self.assertEqual([n for n in os.listdir(self.dir) if n.endswith(".sim-tmp")], [])
 
 
 class SweepTest(unittest.TestCase):
@@ -372,16 +441,16 @@ class SweepTest(unittest.TestCase):
         pod = net.add_pod()
         net.write_file(pod, "hosts", "127.0.0.1 localhost\n")
         proc = subprocess.Popen(["ip", "netns", "exec", pod.ns, "sleep", "100"], start_new_session=True)
-        time.sleep(0.2)
+        wait_for("the process in the namespace", lambda: netns.netns_pids(pod.ns), 30)
         self.assertTrue(netns.leftovers(prefix))
         removed = kubelet_mod.sweep(prefix)
         self.assertIn(pod.ns, removed)
-        self.assertEqual(proc.wait(timeout=5), -signal.SIGKILL)
+        self.assertEqual(proc.wait(timeout=scaled(30)), -signal.SIGKILL)
         self.assertEqual(netns.leftovers(prefix), [])
 
     def test_expand(self):
         env = {"A": "1", "B": "two"}
-        self.assertEqual(kubelet_mod._expand("$(A)-$(B)-$(C)-$$(A)", env), "1-two-$(C)-$(A)")
+        self.assertEqual(podenv.expand("$(A)-$(B)-$(C)-$$(A)", env), "1-two-$(C)-$(A)")
 
     def test_bad_prefix(self):
         with self.assertRaises(ValueError):

@@ -12,14 +12,13 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import unittest
 import uuid
+from unittest import mock
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -29,11 +28,10 @@ import kubelet as kubelet_mod  # noqa: E402
 import netns  # noqa: E402
 import pods  # noqa: E402
 import runtime  # noqa: E402
-from kube import Kube  # noqa: E402
+from clustertest import KubeletTestCase, read_text, start_apiserver, stop_apiserver, wait_for  # noqa: E402
 
 IMAGES = os.path.join(ROOT, "build", "images")
 INDEX = os.path.join(IMAGES, "index.json")
-WAIT = 30.0
 WORKER = "mpijob-worker:latest"
 _built = {}
 
@@ -152,79 +150,34 @@ def _pod(name, image=WORKER, command=None, args=None, **spec):
 
 
 @unittest.skipUnless(os.geteuid() == 0, "needs root: network namespaces, mounts and runc")
-class Containers(unittest.TestCase):
+class Containers(KubeletTestCase):
     """Pods from the images, run by the kubelet with runc."""
+
+    ns_prefix = "i"
+    WAIT = 120.0
+
+    @classmethod
+    def kubelet_options(cls):
+        return {"images": INDEX}
 
     @classmethod
     def setUpClass(cls):
-        cls.tmp = None
         code, out = build_images()
         if code == 77:
             raise unittest.SkipTest(out)
         if code != 0:
             raise AssertionError("scripts/images.py failed:\n" + out)
-        cls.tmp = tempfile.mkdtemp(prefix="images-test-")
-        api = os.path.join(cls.tmp, "api")
-        subprocess.run([sys.executable, os.path.join(ROOT, "tests", "apiserver", "launch.py"),
-                        "--state-dir", api, "--background"], check=True, stdout=subprocess.DEVNULL)
-        with open(os.path.join(api, "pid")) as f:
-            cls.api_pids = [int(x) for x in f.read().split()]
-        cls.kube = Kube.from_kubeconfig(os.path.join(api, "kubeconfig"))
-        cls.state = os.path.join(cls.tmp, "kubelet")
-        cls.kubelet = kubelet_mod.Kubelet(cls.kube, "cluster.local", cls.state,
-                                          prefix="i" + uuid.uuid4().hex[:5], pod_cidr=netns.free_cidr(),
-                                          images=INDEX)
-        cls.stop = threading.Event()
-        cls.kubelet.start()
-        cls.thread = threading.Thread(target=cls.kubelet.run, args=(cls.stop,), daemon=True)
-        cls.thread.start()
-
-    @classmethod
-    def tearDownClass(cls):
-        if cls.tmp is None:
-            return
-        cls.stop.set()
-        cls.thread.join(timeout=30)
-        cls.kubelet.cleanup()
-        for pid in cls.api_pids:
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        shutil.rmtree(cls.tmp, ignore_errors=True)
+        super().setUpClass()
+        # Unpacked before any test waits on a pod: skopeo and umoci take minutes on a loaded
+        # machine the first time.
+        try:
+            for ref in (WORKER, "mpijob-worker:mpich"):
+                cls.kubelet.store.pull(ref)
+        except BaseException:
+            cls.tearDownClass()
+            raise
 
     # ------------------------------------------------------------------ helpers
-    def ns(self):
-        name = "i-" + self._testMethodName.replace("_", "-")[5:][:40].strip("-")
-        self.kube.ensure_namespace(name)
-        return name
-
-    def create(self, ns, obj, resource="pods"):
-        return self.kube.create("/api/v1/namespaces/%s/%s" % (ns, resource), obj)
-
-    def wait_pod(self, ns, name, pred, what, timeout=WAIT):
-        end = time.monotonic() + timeout
-        p = None
-        while time.monotonic() < end:
-            p = self.kube.get("/api/v1/namespaces/%s/pods/%s" % (ns, name))
-            if p is not None and pred(p):
-                return p
-            time.sleep(0.1)
-        self.fail("pod %s/%s never %s; last: %s\nlog: %s" % (ns, name, what,
-                                                          json.dumps((p or {}).get("status"))[:3000],
-                                                          self.logs(ns, name)))
-
-    def wait_phase(self, ns, name, phase, timeout=WAIT):
-        return self.wait_pod(ns, name, lambda p: (p.get("status") or {}).get("phase") == phase,
-                             "reached " + phase, timeout)
-
-    def logs(self, ns, name):
-        try:
-            with open(self.kubelet.log_path(ns, name, "main")) as f:
-                return f.read()
-        except OSError:
-            return ""
-
     def run_pod(self, name, phase="Succeeded", **kw):
         ns = self.ns()
         self.create(ns, _pod(name, **kw))
@@ -377,15 +330,52 @@ class Containers(unittest.TestCase):
         self.create(ns, _pod("graceful", command=["sleep", "600"]))
         self.wait_phase(ns, "graceful", "Running")
         self.kube.delete("/api/v1/namespaces/%s/pods/graceful" % ns)
-        end = time.monotonic() + WAIT
-        while time.monotonic() < end and self.kube.get("/api/v1/namespaces/%s/pods/graceful" % ns):
-            time.sleep(0.1)
+        self.wait_gone(ns, "graceful")
         running = [c for c in runtime.Runtime(self.kubelet.runc_root).list()
                    if "-main-" in c and ("graceful" in c or "victim" in c)]
         self.assertEqual(running, [], "runc still has %s" % running)
         leftovers = [d for d in os.listdir(self.kubelet.containers_dir)
                      if "graceful" in d or "victim" in d] if os.path.isdir(self.kubelet.containers_dir) else []
         self.assertEqual(leftovers, [])
+
+    def test_kill_when_runc_kill_does_nothing(self):
+        """runc's kill exits 0 and the container runs on: the kubelet sees it still running,
+        kills it by its process and says so in its log."""
+        ns = self.ns()
+        self.create(ns, _pod("stubborn", command=["sleep", "600"]))
+        self.wait_phase(ns, "stubborn", "Running")
+        wrapper = os.path.join(self.tmp, "runc-ignores-kill")
+        with open(wrapper, "w") as f:
+            f.write('#!/bin/sh\nfor a; do [ "$a" = kill ] && exit 0; done\nexec runc "$@"\n')
+        os.chmod(wrapper, 0o755)
+        rt = self.kubelet.runtime
+        rt.runc = wrapper
+        self.addCleanup(setattr, rt, "runc", "runc")
+        with self.assertLogs("kubelet", "WARNING") as logs:
+            self.assertTrue(kubelet_mod.request(self.state, "kill", ns, "stubborn")["ok"])
+            p = self.wait_phase(ns, "stubborn", "Failed")
+        self.assertEqual(p["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"], 137)
+        said = [line for line in logs.output if "container main killed, the hard way" in line]
+        self.assertTrue(said, logs.output)
+        self.assertIn("runc kill --all", said[0])
+        self.assertIn("SIGKILL to its process", said[0])
+
+    def test_a_container_that_cannot_be_killed_is_an_error_in_the_log(self):
+        ns = self.ns()
+        self.create(ns, _pod("immortal", command=["sleep", "600"]))
+        self.wait_phase(ns, "immortal", "Running")
+        refusal = runtime.KillError("container X still runs after everything")
+        with mock.patch.object(runtime.Container, "kill", side_effect=refusal), \
+                self.assertLogs("kubelet", "ERROR") as logs:
+            self.assertTrue(kubelet_mod.request(self.state, "kill", ns, "immortal")["ok"])
+            self.wait("the kubelet's error", lambda: logs.output, describe=lambda: self.describe_pod(ns, "immortal"))
+        self.assertIn("%s/immortal: container main: container X still runs after everything" % ns,
+                      "\n".join(logs.output))
+        self.assertEqual(self.kube.get("/api/v1/namespaces/%s/pods/immortal" % ns)["status"]["phase"], "Running",
+                         "the container runs on, and the pod says so")
+        self.kube.delete("/api/v1/namespaces/%s/pods/immortal" % ns)
+        self.wait_gone(ns, "immortal")
+        self.assertFalse([c for c in runtime.Runtime(self.kubelet.runc_root).list() if "immortal" in c])
 
 
 @unittest.skipUnless(os.geteuid() == 0, "needs root: network namespaces, mounts and runc")
@@ -398,67 +388,49 @@ class CrashReaper(unittest.TestCase):
         runc container, its overlay root, the pod's network namespace and the service proxy's
         iptables rule."""
         tmp = tempfile.mkdtemp(prefix="images-reaper-")
-        api = os.path.join(tmp, "api")
-        sim = None
+        self.addCleanup(shutil.rmtree, tmp, True)
         token = str(uuid.uuid4().int % 900000 + 100000)
-        try:
-            subprocess.run([sys.executable, os.path.join(ROOT, "tests", "apiserver", "launch.py"), "--state-dir", api,
-                            "--background"], check=True, stdout=subprocess.DEVNULL)
-            kube = Kube.from_kubeconfig(os.path.join(api, "kubeconfig"))
-            state = os.path.join(tmp, "sim")
-            with open(os.path.join(tmp, "cluster.log"), "w") as log:
-                sim = subprocess.Popen([sys.executable, os.path.join(ROOT, "tests", "cluster", "cluster.py"),
-                                        "--kubeconfig", os.path.join(api, "kubeconfig"), "--roles", "kubelet,scheduler",
-                                        "--images", INDEX, "--state-dir", state], stdout=log, stderr=log)
-            kube.create("/api/v1/namespaces/default/pods", _pod("doomed", command=["sleep", token]))
+        kube, api_pids, _ = start_apiserver(os.path.join(tmp, "api"))
+        self.addCleanup(stop_apiserver, api_pids)
+        state = os.path.join(tmp, "sim")
+        log_path = os.path.join(tmp, "cluster.log")
+        with open(log_path, "w") as log:
+            sim = subprocess.Popen([sys.executable, os.path.join(ROOT, "tests", "cluster", "cluster.py"),
+                                    "--kubeconfig", os.path.join(tmp, "api", "kubeconfig"), "--roles", "kubelet,scheduler",
+                                    "--images", INDEX, "--state-dir", state], stdout=log, stderr=log)
+        self.addCleanup(lambda: sim.poll() is not None or (sim.kill(), sim.wait()))
+        kube.create("/api/v1/namespaces/default/pods", _pod("doomed", command=["sleep", token]))
 
-            def until(what, fn, timeout=WAIT):
-                end = time.monotonic() + timeout
-                while time.monotonic() < end:
-                    if fn():
-                        return
-                    time.sleep(0.2)
-                with open(os.path.join(tmp, "cluster.log")) as f:
-                    self.fail("never %s; cluster.log:\n%s" % (what, f.read()[-3000:]))
+        def until(what, fn, timeout=120):
+            return wait_for(what, fn, timeout, interval=0.2,
+                            describe=lambda: "cluster.log (end):\n" + read_text(log_path, 3000))
 
-            def phase():
-                return ((kube.get("/api/v1/namespaces/default/pods/doomed") or {}).get("status") or {}).get("phase")
+        def phase():
+            return ((kube.get("/api/v1/namespaces/default/pods/doomed") or {}).get("status") or {}).get("phase")
 
-            def sleepers():
-                return pods.processes("sleep", token)
+        def sleepers():
+            return pods.processes("sleep", token)
 
-            def mounts():
-                with open("/proc/mounts") as f:
-                    return [line.split()[1] for line in f if " %s/" % state in line]
+        def mounts():
+            with open("/proc/mounts") as f:
+                return [line.split()[1] for line in f if " %s/" % state in line]
 
-            # A fresh state directory: the worker image is unpacked first (skopeo, umoci), which a
-            # loaded 2-core machine can take well over WAIT to do.
-            until("the pod ran", lambda: phase() == "Running", timeout=4 * WAIT)
-            until("the container's process showed", sleepers)
-            with open(os.path.join(state, "kubelet.json")) as f:
-                prefix = json.load(f)["prefix"]
-            rt = runtime.Runtime(os.path.join(state, "runc"))
-            self.assertTrue(rt.list(), "runc knows the container")
-            self.assertTrue(mounts(), "the container's root is mounted")
-            self.assertTrue(netns.leftovers(prefix))
-            sim.kill()
-            sim.wait(10)
-            sim = None
-            until("the reaper cleaned up", lambda: not sleepers() and not rt.list() and not mounts()
-                  and not netns.leftovers(prefix), timeout=30)
-            rules = subprocess.run(["iptables", "-t", "nat", "-S", "PREROUTING"], capture_output=True, text=True).stdout
-            self.assertNotIn(prefix + "-svc-kubernetes", rules)
-        finally:
-            if sim is not None:
-                sim.kill()
-                sim.wait(10)
-            try:
-                with open(os.path.join(api, "pid")) as f:
-                    os.kill(int(f.read().split()[0]), signal.SIGTERM)
-            except (OSError, ValueError):
-                pass
-            time.sleep(1)
-            shutil.rmtree(tmp, ignore_errors=True)
+        # Run alone, this test may be the first to unpack the worker image (skopeo, umoci), which a
+        # loaded 2-core machine can take minutes to do.
+        until("the pod running", lambda: phase() == "Running", timeout=600)
+        until("the container's process", sleepers)
+        with open(os.path.join(state, "kubelet.json")) as f:
+            prefix = json.load(f)["prefix"]
+        rt = runtime.Runtime(os.path.join(state, "runc"))
+        self.assertTrue(rt.list(), "runc knows the container")
+        self.assertTrue(mounts(), "the container's root is mounted")
+        self.assertTrue(netns.leftovers(prefix))
+        sim.kill()
+        sim.wait()
+        until("the reaper's clean-up", lambda: not sleepers() and not rt.list() and not mounts()
+              and not netns.leftovers(prefix))
+        rules = subprocess.run(["iptables", "-t", "nat", "-S", "PREROUTING"], capture_output=True, text=True).stdout
+        self.assertNotIn(prefix + "-svc-kubernetes", rules)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,111 @@
+"""The simulated kubelet's probes: readinessProbe and livenessProbe by tcpSocket, exec (`runc
+exec` from an image, nsenter into the container's namespaces otherwise) and httpGet; grpc
+probes always fail. Probes run every min(periodSeconds, PROBE_PERIOD_CAP) seconds, after
+initialDelaySeconds.
+
+    probes.readiness(runner, c)         # updates c.ready
+    if probes.liveness_failed(runner, c):   # failureThreshold failures in a row
+        ...                             # the runner stops the container
+"""
+
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+import podenv
+from podvolumes import Missing
+
+PROBE_PERIOD_CAP = 1.0
+
+
+def port_number(pod_spec, port):
+    """A probe's port: a number, or the name of a container port of the pod."""
+    if isinstance(port, int) or (isinstance(port, str) and port.isdigit()):
+        return int(port)
+    for c in pod_spec.get("containers") or []:
+        for p in c.get("ports") or []:
+            if p.get("name") == port:
+                return int(p["containerPort"])
+    raise ValueError("named port %s not found" % port)
+
+
+def probe_once(runner, c, probe):
+    """True when the probe succeeds now against container c of runner's pod."""
+    timeout = float(probe.get("timeoutSeconds", 1))
+    try:
+        if "tcpSocket" in probe:
+            port = port_number(runner.spec, probe["tcpSocket"]["port"])
+            with socket.create_connection((runner.pod_ip, port), timeout=timeout):
+                return True
+        if "exec" in probe and c.ctr is not None:
+            return c.ctr.exec(probe["exec"].get("command") or [], max(timeout, 1.0)) == 0
+        if "exec" in probe:
+            pid = runner.main_pid(c)
+            if pid is None:
+                return False
+            env = podenv.process_spec(runner, c)["env"]
+            p = subprocess.run(["nsenter", "-t", str(pid), "-m", "-u", "-n", "-p", "--"]
+                               + list(probe["exec"].get("command") or []),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+                               timeout=max(timeout, 1.0))
+            return p.returncode == 0
+        if "httpGet" in probe:
+            hg = probe["httpGet"]
+            url = "http://%s:%d%s" % (runner.pod_ip, port_number(runner.spec, hg.get("port")), hg.get("path", "/"))
+            try:
+                with urllib.request.urlopen(url, timeout=timeout) as r:
+                    return 200 <= r.status < 400
+            except urllib.error.HTTPError as e:
+                return 200 <= e.code < 400
+        if "grpc" in probe:
+            return False
+    except (OSError, subprocess.TimeoutExpired, ValueError, Missing):
+        return False
+    return True
+
+
+def _period(probe):
+    return min(float(probe.get("periodSeconds", 10)), PROBE_PERIOD_CAP)
+
+
+def readiness(runner, c):
+    """readinessProbe: c.ready after successThreshold successes, not after failureThreshold
+    failures."""
+    probe = c.spec.get("readinessProbe")
+    if not probe or c.state != "running" or time.monotonic() < c.probe_next:
+        return
+    c.probe_next = time.monotonic() + _period(probe)
+    if probe_once(runner, c, probe):
+        c.probe_ok += 1
+        c.probe_fail = 0
+        if c.probe_ok >= int(probe.get("successThreshold", 1)):
+            c.ready = True
+    else:
+        c.probe_fail += 1
+        c.probe_ok = 0
+        if c.probe_fail >= int(probe.get("failureThreshold", 3)):
+            c.ready = False
+
+
+def liveness_failed(runner, c):
+    """livenessProbe: True once it failed failureThreshold times in a row (the count starts
+    again); the runner then stops the container as a kubelet does."""
+    probe = c.spec.get("livenessProbe")
+    if not probe or c.state != "running" or c.proc is None:
+        return False
+    now = time.monotonic()
+    if c.live_next == 0.0:
+        c.live_next = now + float(probe.get("initialDelaySeconds", 0))
+    if now < c.live_next:
+        return False
+    c.live_next = now + _period(probe)
+    if probe_once(runner, c, probe):
+        c.live_fail = 0
+        return False
+    c.live_fail += 1
+    if c.live_fail < int(probe.get("failureThreshold", 3)):
+        return False
+    c.live_fail = 0
+    return True
