@@ -35,6 +35,9 @@ class Container:
         self.probe_fail = 0
         self.done = False      # will not run again
         self.waiting_message = None
+        self.started = False   # running, and its startupProbe (if any) has succeeded
+        self.startup_next = 0.0  # startupProbe: when it runs next (0: not yet)
+        self.startup_fail = 0
         self.live_next = 0.0   # livenessProbe: when it runs next (0: not yet started)
         self.live_fail = 0
         self.kill_at = 0.0     # SIGKILL then, after a liveness failure's SIGTERM
@@ -61,7 +64,7 @@ class Container:
               "image": self.image.normalized if self.image is not None else self.spec.get("image", ""),
               "imageID": self.image.image_id if self.image is not None else "",
               "containerID": self.container_id(), "ready": self.ready,
-              "restartCount": self.restart_count, "started": self.state == "running",
+              "restartCount": self.restart_count, "started": self.state == "running" and self.started,
               "lastState": {"terminated": self.last_terminated} if self.last_terminated else {}}
         if self.state == "running":
             st["state"] = {"running": {"startedAt": self.started_at}}

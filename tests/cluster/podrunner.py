@@ -233,9 +233,11 @@ class PodRunner:
         c.started_at = now_rfc3339()
         c.ready = False
         c.probe_ok = c.probe_fail = 0
+        c.started = c.init or not c.spec.get("startupProbe")
+        c.startup_next, c.startup_fail = 0.0, 0
         probe = c.spec.get("readinessProbe")
         c.probe_next = time.monotonic() + (probe.get("initialDelaySeconds", 0) if probe else 0)
-        if not probe and not c.init:
+        if not probe and not c.init and c.started:
             c.ready = True
 
     def main_pid(self, c):
@@ -340,16 +342,18 @@ class PodRunner:
         c.backoff = min(c.backoff * 2, BACKOFF_CAP)
 
     def _liveness(self, c):
-        """livenessProbe: after failureThreshold failures in a row the container is stopped as a
-        kubelet stops it (SIGTERM, SIGKILL after the grace period, capped) and restarts as its
-        restartPolicy says."""
+        """startupProbe and livenessProbe: after failureThreshold failures in a row the container
+        is stopped as a kubelet stops it (SIGTERM, SIGKILL after the grace period, capped) and
+        restarts as its restartPolicy says."""
         if c.kill_at and time.monotonic() >= c.kill_at and c.state == "running":
             c.kill_at = 0.0
             self._signal(c, signal.SIGKILL)
             return
-        if probes.liveness_failed(self, c):
-            log.info("%s/%s: container %s failed its liveness probe %s times: restarting it", self.ns,
-                     self.name, c.name, c.spec["livenessProbe"].get("failureThreshold", 3))
+        failed = "startupProbe" if probes.startup_failed(self, c) else \
+            "livenessProbe" if probes.liveness_failed(self, c) else None
+        if failed:
+            log.info("%s/%s: container %s failed its %s %s times: restarting it", self.ns, self.name, c.name,
+                     failed, c.spec[failed].get("failureThreshold", 3))
             self._signal(c, signal.SIGTERM)
             grace = self.spec.get("terminationGracePeriodSeconds", 30)
             c.kill_at = time.monotonic() + min(float(grace if grace is not None else 30), GRACE_CAP)

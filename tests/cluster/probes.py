@@ -1,10 +1,14 @@
-"""The simulated kubelet's probes: readinessProbe and livenessProbe by tcpSocket, exec (`runc
-exec` from an image, nsenter into the container's namespaces otherwise) and httpGet; grpc
-probes always fail. Probes run every min(periodSeconds, PROBE_PERIOD_CAP) seconds, after
-initialDelaySeconds.
+"""The simulated kubelet's probes: startupProbe, readinessProbe and livenessProbe by tcpSocket,
+exec (`runc exec` from an image, nsenter into the container's namespaces otherwise) and httpGet;
+grpc probes always fail. As a kubelet runs them: after initialDelaySeconds, every periodSeconds;
+readiness and liveness only once the startup probe has succeeded (c.started), and a startup probe
+that fails failureThreshold times in a row restarts the container as a liveness failure does.
+Readiness alone runs at least every PROBE_PERIOD_CAP seconds, so that tests need not wait for a
+pod to turn Ready; the probes that restart containers keep the pod's own timing, which is what a
+slow start under load is measured against.
 
     probes.readiness(runner, c)         # updates c.ready
-    if probes.liveness_failed(runner, c):   # failureThreshold failures in a row
+    if probes.startup_failed(runner, c) or probes.liveness_failed(runner, c):
         ...                             # the runner stops the container
 """
 
@@ -67,16 +71,16 @@ def probe_once(runner, c, probe):
 
 
 def _period(probe):
-    return min(float(probe.get("periodSeconds", 10)), PROBE_PERIOD_CAP)
+    return float(probe.get("periodSeconds", 10))
 
 
 def readiness(runner, c):
     """readinessProbe: c.ready after successThreshold successes, not after failureThreshold
     failures."""
     probe = c.spec.get("readinessProbe")
-    if not probe or c.state != "running" or time.monotonic() < c.probe_next:
+    if not probe or c.state != "running" or not c.started or time.monotonic() < c.probe_next:
         return
-    c.probe_next = time.monotonic() + _period(probe)
+    c.probe_next = time.monotonic() + min(_period(probe), PROBE_PERIOD_CAP)
     if probe_once(runner, c, probe):
         c.probe_ok += 1
         c.probe_fail = 0
@@ -89,11 +93,35 @@ def readiness(runner, c):
             c.ready = False
 
 
+def startup_failed(runner, c):
+    """startupProbe: sets c.started at its first success (then readiness and liveness begin);
+    True once it failed failureThreshold times in a row, and the runner restarts the container."""
+    probe = c.spec.get("startupProbe")
+    if c.started or not probe or c.state != "running" or c.proc is None:
+        return False
+    now = time.monotonic()
+    if c.startup_next == 0.0:
+        c.startup_next = now + float(probe.get("initialDelaySeconds", 0))
+    if now < c.startup_next:
+        return False
+    c.startup_next = now + _period(probe)
+    if probe_once(runner, c, probe):
+        c.started = True
+        if not c.spec.get("readinessProbe"):
+            c.ready = True
+        return False
+    c.startup_fail += 1
+    if c.startup_fail < int(probe.get("failureThreshold", 3)):
+        return False
+    c.startup_fail = 0
+    return True
+
+
 def liveness_failed(runner, c):
     """livenessProbe: True once it failed failureThreshold times in a row (the count starts
     again); the runner then stops the container as a kubelet does."""
     probe = c.spec.get("livenessProbe")
-    if not probe or c.state != "running" or c.proc is None:
+    if not probe or c.state != "running" or not c.started or c.proc is None:
         return False
     now = time.monotonic()
     if c.live_next == 0.0:

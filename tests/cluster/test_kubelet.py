@@ -279,6 +279,37 @@ class KubeletTest(KubeletTestCase):
         self.assertTrue(p["status"]["containerStatuses"][0]["ready"])
         self.assertEqual(self.cond(p, "ContainersReady"), "True")
 
+    def test_startup_probe_holds_readiness_and_liveness_back(self):
+        """A slow start: until its startup probe succeeds the container is not started, not ready,
+        and its liveness probe (which would fail) does not run; then both run as usual."""
+        ns = self.ns()
+        self.create(ns, _pod("slowstart", ["sh", "-c", "sleep 2; touch /tmp/up; sleep 100"],
+                             container_extra={
+                                 "startupProbe": {"exec": {"command": ["test", "-e", "/tmp/up"]},
+                                                  "periodSeconds": 1, "failureThreshold": 120},
+                                 "livenessProbe": {"exec": {"command": ["test", "-e", "/tmp/up"]},
+                                                   "periodSeconds": 1, "failureThreshold": 1}}))
+        p = self.wait_phase(ns, "slowstart", "Running")
+        cs = p["status"]["containerStatuses"][0]
+        if not cs["started"]:
+            self.assertFalse(cs["ready"], "not ready before the startup probe succeeded")
+        p = self.wait_pod(ns, "slowstart", lambda p: p["status"]["containerStatuses"][0]["started"], "started")
+        p = self.wait_pod(ns, "slowstart", lambda p: self.cond(p, "Ready") == "True", "ready")
+        self.assertEqual(p["status"]["containerStatuses"][0]["restartCount"], 0,
+                         "the liveness probe did not run before the start was over")
+
+    def test_startup_probe_failures_restart_the_container(self):
+        ns = self.ns()
+        self.create(ns, _pod("neverup", ["sleep", "100"], restartPolicy="Always", terminationGracePeriodSeconds=1,
+                             container_extra={"startupProbe": {"exec": {"command": ["test", "-e", "/tmp/up"]},
+                                                               "periodSeconds": 1, "failureThreshold": 2}}))
+        p = self.wait_pod(ns, "neverup",
+                          lambda p: (p["status"].get("containerStatuses") or [{}])[0].get("restartCount", 0) >= 1,
+                          "restarted")
+        cs = p["status"]["containerStatuses"][0]
+        self.assertFalse(cs["ready"])
+        self.kube.delete("/api/v1/namespaces/%s/pods/neverup" % ns)
+
     def test_kill_pod_fails_with_137(self):
         ns = self.ns()
         self.create(ns, _pod("victim", ["sleep", "100"]))
