@@ -10,6 +10,15 @@ BACKOFF_START = 0.5
 BACKOFF_CAP = 5.0
 
 
+class ProbeSchedule:
+    """When a probe that can restart the container runs next (0: not yet), and its failures in a
+    row (probes.py)."""
+
+    def __init__(self):
+        self.next = 0.0
+        self.fails = 0
+
+
 class Container:
     """One container of a pod (spec: its entry in the pod's containers or initContainers)."""
 
@@ -36,10 +45,8 @@ class Container:
         self.done = False      # will not run again
         self.waiting_message = None
         self.started = False   # running, and its startupProbe (if any) has succeeded
-        self.startup_next = 0.0  # startupProbe: when it runs next (0: not yet)
-        self.startup_fail = 0
-        self.live_next = 0.0   # livenessProbe: when it runs next (0: not yet started)
-        self.live_fail = 0
+        self.startup = ProbeSchedule()  # startupProbe
+        self.live = ProbeSchedule()     # livenessProbe
         self.kill_at = 0.0     # SIGKILL then, after a liveness failure's SIGTERM
         self.image = None      # runtime.Image, once pulled (images mode)
         self.ctr = None        # runtime.Container while it exists (images mode)

@@ -29,7 +29,7 @@ import podenv
 import probes
 import runtime
 from apitime import now_rfc3339
-from containerstate import BACKOFF_CAP, BACKOFF_START, Container
+from containerstate import BACKOFF_CAP, BACKOFF_START, Container, ProbeSchedule
 from kube import KubeError
 from podvolumes import Missing, PodVolumes
 
@@ -229,12 +229,12 @@ class PodRunner:
     def _started(self, c):
         c.state = "running"
         c.waiting_message = None
-        c.live_next, c.live_fail, c.kill_at = 0.0, 0, 0.0
+        c.kill_at = 0.0
         c.started_at = now_rfc3339()
         c.ready = False
         c.probe_ok = c.probe_fail = 0
         c.started = c.init or not c.spec.get("startupProbe")
-        c.startup_next, c.startup_fail = 0.0, 0
+        c.startup, c.live = ProbeSchedule(), ProbeSchedule()
         probe = c.spec.get("readinessProbe")
         c.probe_next = time.monotonic() + (probe.get("initialDelaySeconds", 0) if probe else 0)
         if not probe and not c.init and c.started:

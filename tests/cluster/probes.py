@@ -93,28 +93,39 @@ def readiness(runner, c):
             c.ready = False
 
 
+def _run_if_due(runner, c, probe, schedule):
+    """None while the probe is not due; else its result, counted in schedule
+    (containerstate.ProbeSchedule)."""
+    now = time.monotonic()
+    if schedule.next == 0.0:
+        schedule.next = now + float(probe.get("initialDelaySeconds", 0))
+    if now < schedule.next:
+        return None
+    schedule.next = now + _period(probe)
+    ok = probe_once(runner, c, probe)
+    schedule.fails = 0 if ok else schedule.fails + 1
+    return ok
+
+
+def _threshold_reached(probe, schedule):
+    """failureThreshold failures in a row: True, and the count starts again."""
+    if schedule.fails < int(probe.get("failureThreshold", 3)):
+        return False
+    schedule.fails = 0
+    return True
+
+
 def startup_failed(runner, c):
     """startupProbe: sets c.started at its first success (then readiness and liveness begin);
     True once it failed failureThreshold times in a row, and the runner restarts the container."""
     probe = c.spec.get("startupProbe")
     if c.started or not probe or c.state != "running" or c.proc is None:
         return False
-    now = time.monotonic()
-    if c.startup_next == 0.0:
-        c.startup_next = now + float(probe.get("initialDelaySeconds", 0))
-    if now < c.startup_next:
-        return False
-    c.startup_next = now + _period(probe)
-    if probe_once(runner, c, probe):
+    ok = _run_if_due(runner, c, probe, c.startup)
+    if ok:
         c.started = True
-        if not c.spec.get("readinessProbe"):
-            c.ready = True
-        return False
-    c.startup_fail += 1
-    if c.startup_fail < int(probe.get("failureThreshold", 3)):
-        return False
-    c.startup_fail = 0
-    return True
+        c.ready = c.ready or not c.spec.get("readinessProbe")
+    return ok is False and _threshold_reached(probe, c.startup)
 
 
 def liveness_failed(runner, c):
@@ -123,17 +134,4 @@ def liveness_failed(runner, c):
     probe = c.spec.get("livenessProbe")
     if not probe or c.state != "running" or not c.started or c.proc is None:
         return False
-    now = time.monotonic()
-    if c.live_next == 0.0:
-        c.live_next = now + float(probe.get("initialDelaySeconds", 0))
-    if now < c.live_next:
-        return False
-    c.live_next = now + _period(probe)
-    if probe_once(runner, c, probe):
-        c.live_fail = 0
-        return False
-    c.live_fail += 1
-    if c.live_fail < int(probe.get("failureThreshold", 3)):
-        return False
-    c.live_fail = 0
-    return True
+    return _run_if_due(runner, c, probe, c.live) is False and _threshold_reached(probe, c.live)

@@ -36,6 +36,21 @@ static struct test_operator spawn(char *const args[])
 
 static int wait_exit(struct test_operator *op) { return test_operator_wait_exit(op, WAIT_MS); }
 
+/* Creates an MPIJob of `workers` workers in ns, its launcher running mpirun. */
+static void create_job(struct kube_client *admin, const char *ns, const char *name, int workers)
+{
+    char text[1024];
+    snprintf(text, sizeof(text),
+             "{\"apiVersion\":\"kubeflow.org/v2beta1\",\"kind\":\"MPIJob\",\"metadata\":{\"name\":\"%s\"},\"spec\":{"
+             "\"mpiReplicaSpecs\":{\"Launcher\":{\"template\":{\"spec\":{\"containers\":[{\"name\":\"l\",\"image\":\"w\","
+             "\"command\":[\"mpirun\",\"train\"]}]}}},\"Worker\":{\"replicas\":%d,\"template\":{\"spec\":{\"containers\":"
+             "[{\"name\":\"w\",\"image\":\"w\"}]}}}}}}", name, workers);
+    cJSON *job = cJSON_Parse(text);
+    cr_assert_not_null(job);
+    cr_assert_eq(kube_create(admin, &MPIJOB_RESOURCE_V2BETA1, ns, job, NULL, NULL), 0);
+    cJSON_Delete(job);
+}
+
 /* Polls the metrics until their text holds line; body holds the last text seen. */
 static bool wait_metric(int port, const char *line, char *body, size_t len)
 {
@@ -123,13 +138,7 @@ Test(operator, serves_a_job_and_stops_on_sigterm, .timeout = 240)
                           "--threads", "2", "--leader-elect=false", "--metrics-addr", "127.0.0.1:0", "--health-addr",
                           "127.0.0.1:0", NULL};
     struct test_operator op = spawn(args);
-    cJSON *job = cJSON_Parse(
-        "{\"apiVersion\":\"kubeflow.org/v2beta1\",\"kind\":\"MPIJob\",\"metadata\":{\"name\":\"cli\"},\"spec\":{"
-        "\"mpiReplicaSpecs\":{\"Launcher\":{\"template\":{\"spec\":{\"containers\":[{\"name\":\"l\",\"image\":\"w\","
-        "\"command\":[\"mpirun\",\"train\"]}]}}},\"Worker\":{\"replicas\":1,\"template\":{\"spec\":{\"containers\":"
-        "[{\"name\":\"w\",\"image\":\"w\"}]}}}}}}");
-    cr_assert_eq(kube_create(admin, &MPIJOB_RESOURCE_V2BETA1, "default", job, NULL, NULL), 0);
-    cJSON_Delete(job);
+    create_job(admin, "default", "cli", 1);
     cr_assert(test_kube_wait_exists(admin, &KUBE_JOBS, "default", "cli-launcher", WAIT_MS), "the operator made the launcher");
 
     /* Health and metrics: ready, and the job counted once its status is written. */
@@ -171,13 +180,7 @@ Test(operator, namespaced_rbac_serves_its_namespace, .timeout = 240)
     char *const args[] = {(char *)binary, "--kubeconfig", srv.operator_kubeconfig, "--namespace", "team-a",
                           "--lease-namespace", "mpijob-system", "--metrics-addr", "0", "--health-addr", "0", NULL};
     struct test_operator op = spawn(args);
-    cJSON *job = cJSON_Parse(
-        "{\"apiVersion\":\"kubeflow.org/v2beta1\",\"kind\":\"MPIJob\",\"metadata\":{\"name\":\"ns\"},\"spec\":{"
-        "\"mpiReplicaSpecs\":{\"Launcher\":{\"template\":{\"spec\":{\"containers\":[{\"name\":\"l\",\"image\":\"w\","
-        "\"command\":[\"mpirun\",\"train\"]}]}}},\"Worker\":{\"replicas\":2,\"template\":{\"spec\":{\"containers\":"
-        "[{\"name\":\"w\",\"image\":\"w\"}]}}}}}}");
-    cr_assert_eq(kube_create(admin, &MPIJOB_RESOURCE_V2BETA1, "team-a", job, NULL, NULL), 0);
-    cJSON_Delete(job);
+    create_job(admin, "team-a", "ns", 2);
     cr_assert(test_kube_wait_exists(admin, &KUBE_JOBS, "team-a", "ns-launcher", WAIT_MS), "the operator made the launcher");
     if (srv.is_double) {
         cJSON *log = test_apiserver_log(&srv, 0), *e;
@@ -262,18 +265,6 @@ static int lease_write(struct test_apiserver *srv, int since, const char *suffix
     return seq;
 }
 
-static void create_named_job(struct kube_client *admin, const char *name)
-{
-    char text[1024];
-    snprintf(text, sizeof(text),
-             "{\"apiVersion\":\"kubeflow.org/v2beta1\",\"kind\":\"MPIJob\",\"metadata\":{\"name\":\"%s\"},\"spec\":{"
-             "\"mpiReplicaSpecs\":{\"Launcher\":{\"template\":{\"spec\":{\"containers\":[{\"name\":\"l\",\"image\":\"w\","
-             "\"command\":[\"mpirun\",\"train\"]}]}}},\"Worker\":{\"replicas\":1,\"template\":{\"spec\":{\"containers\":"
-             "[{\"name\":\"w\",\"image\":\"w\"}]}}}}}}", name);
-    cJSON *job = cJSON_Parse(text);
-    cr_assert_eq(kube_create(admin, &MPIJOB_RESOURCE_V2BETA1, "default", job, NULL, NULL), 0);
-    cJSON_Delete(job);
-}
 
 static bool wait_launcher(struct kube_client *admin, const char *job)
 {
@@ -302,7 +293,7 @@ Test(operator, two_replicas_one_leader_takeover_and_sigterm, .timeout = 360)
     pid_t standby_pid = standby->pid;
 
     /* Exactly one writes: every object is created once, with no AlreadyExists from a second writer. */
-    create_named_job(admin, "le1");
+    create_job(admin, "default", "le1", 1);
     cr_assert(wait_launcher(admin, "le1"));
     /* No event marks what a second writer would do (the standby, rightly, does nothing): half a
      * second's room for its creates to meet AlreadyExists. */
@@ -336,7 +327,7 @@ Test(operator, two_replicas_one_leader_takeover_and_sigterm, .timeout = 360)
      * check on a clock they move: tests/integration/test_leaderelection.c.) */
     struct test_operator c = spawn(args);
     cr_assert(test_operator_wait_log(&c, "trying to acquire lease", 1, WAIT_MS), "the new candidate competes");
-    create_named_job(admin, "le2");
+    create_job(admin, "default", "le2", 1);
     test_operator_stop(standby); /* SIGKILL */
     pid_t third = wait_holder(admin, standby_pid);
     cr_assert_eq(third, c.pid, "the new candidate leads");
