@@ -39,10 +39,15 @@ def mpi_processes():
                      if any(k in line for k in keep)) or "(none)"
 
 
-def job(name, launcher_cmd, workers=2, run_policy=None, transport="TCP"):
+def job(name, launcher_cmd, workers=2, run_policy=None, transport="TCP", launcher_waits=False):
+    """An MPIJob on the worker image. launcher_waits: launcherCreationPolicy WaitForWorkersReady,
+    for a job whose launcher may not fail on its own: with AtStartup a launcher that starts before
+    the workers have addresses fails on their names ("Could not resolve hostname", as on any
+    cluster) and is retried, and on a busy machine a backoffLimit of 0 or 1 can run out on that."""
     return {
         "apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": name},
         "spec": {
+            "launcherCreationPolicy": "WaitForWorkersReady" if launcher_waits else "AtStartup",
             "slotsPerWorker": 1,
             "runPolicy": dict({"cleanPodPolicy": "Running"}, **(run_policy or {})),
             "networking": {"transport": transport},
@@ -142,14 +147,14 @@ class EndToEnd(JobWaits, unittest.TestCase):
         self.assertTrue(lines, "no training summary in the launcher's log:\n" + self.launcher_log(ns, name)[-3000:])
         return json.loads(lines[-1])
 
-    def start_training(self, ns, name, steps, run_policy):
+    def start_training(self, ns, name, steps, run_policy, launcher_waits=False):
         """Applies a long training job and waits until it really runs (the launcher has logged
         mpijob-worker's start line). Returns the cluster simulation's kubelet module, whose
         request() kills or evicts a pod."""
         sys.path.insert(0, os.path.join(ROOT, "tests", "cluster"))
         import kubelet
         self.apply(ns, job(name, mpirun("train", "--steps", str(steps), "--log-every", "500"),
-                           run_policy=run_policy))
+                           run_policy=run_policy, launcher_waits=launcher_waits))
         self.wait_state(ns, name, ("Running",))
         wait_for("mpijob-worker's start line in %s's launcher log" % name,
                  lambda: '"event":"start"' in self.launcher_log(ns, name), TIMEOUT, interval=0.2,
@@ -232,7 +237,7 @@ class EndToEnd(JobWaits, unittest.TestCase):
         with reason MPIJobEvicted and the kubelet's message, and cleanPodPolicy Running removes
         the other worker."""
         ns = self.namespace()
-        kubelet = self.start_training(ns, "evictee", 100000, {"backoffLimit": 0})
+        kubelet = self.start_training(ns, "evictee", 100000, {"backoffLimit": 0}, launcher_waits=True)
         ans = kubelet.request(self.cluster_state, "evict", ns, "evictee-worker-1",
                               message="The node was low on resource: memory.")
         self.assertTrue(ans.get("ok"), ans)
@@ -305,9 +310,11 @@ class EndToEnd(JobWaits, unittest.TestCase):
         """transport RDMA on this machine, which has no RDMA device: the pods start (the device
         directory is not type-checked), the ranks' probe finds nothing and refuses, and the MPIJob
         ends Failed with that reason, although under the default restartPolicy OnFailure the Job
-        controller has deleted the launcher pod that said it."""
+        controller has deleted the launcher pod that said it. The launcher waits for the workers
+        (see job())."""
         ns = self.namespace()
-        self.apply(ns, job("nordma", mpirun("train"), run_policy={"backoffLimit": 1}, transport="RDMA"))
+        self.apply(ns, job("nordma", mpirun("train"), run_policy={"backoffLimit": 1}, transport="RDMA",
+                           launcher_waits=True))
         j = self.wait_state(ns, "nordma", ("Failed", "Succeeded"))
         self.assertEqual(j["status"]["state"], "Failed", self.launcher_log(ns, "nordma")[-3000:])
         failed = self.condition(j, "Failed")

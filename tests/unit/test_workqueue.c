@@ -136,17 +136,26 @@ struct hammer {
     atomic_int max_in_flight;
     atomic_int first_started;
     atomic_int release_first;
-    atomic_int probes_taken; /* see drain */
-    atomic_int probes_wanted;
+    /* See drain: per round, the probes taken and wanted. A round's counts are never reset, so a
+     * worker still leaving round 1 (descheduled on a busy machine) is not caught by round 2. */
+    atomic_int rounds;
+    atomic_int probes_taken[4];
+    atomic_int probes_wanted[4];
     atomic_int errors;
 };
 
-/* A worker that takes a probe key holds it until every worker wanted has taken one (drain). */
-static void take_probe(struct hammer *h)
+/* A worker that takes probe key "probe-<round>-<i>" holds it until every worker wanted in that
+ * round has taken one (drain). */
+static void take_probe(struct hammer *h, const char *key)
 {
-    atomic_fetch_add(&h->probes_taken, 1);
+    int round = atoi(key + strlen("probe-"));
+    if (round < 0 || round >= 4) {
+        atomic_fetch_add(&h->errors, 1);
+        return;
+    }
+    atomic_fetch_add(&h->probes_taken[round], 1);
     struct test_deadline d = test_deadline_in(30000);
-    while (atomic_load(&h->probes_taken) < atomic_load(&h->probes_wanted))
+    while (atomic_load(&h->probes_taken[round]) < atomic_load(&h->probes_wanted[round]))
         if (!test_deadline_poll_every(&d, 1)) {
             atomic_fetch_add(&h->errors, 1);
             return;
@@ -162,7 +171,7 @@ static void *hammer_worker(void *arg)
         if (rc == -ESHUTDOWN)
             return NULL;
         if (rc == 0 && strncmp(key, "probe-", 6) == 0) {
-            take_probe(h);
+            take_probe(h, key);
             workqueue_done(h->q, key);
             free(key);
             continue;
@@ -193,14 +202,16 @@ static void *hammer_worker(void *arg)
  * finished) anything queued before it first. A "job" wrongly handed out has then been counted. */
 static void drain(struct hammer *h, int n)
 {
-    atomic_store(&h->probes_taken, 0);
-    atomic_store(&h->probes_wanted, n);
+    int round = atomic_fetch_add(&h->rounds, 1);
+    cr_assert_lt(round, 4);
+    atomic_store(&h->probes_wanted[round], n);
     for (int i = 0; i < n; i++) {
         char key[32];
-        snprintf(key, sizeof(key), "probe-%d", i);
+        snprintf(key, sizeof(key), "probe-%d-%d", round, i);
         cr_assert_eq(workqueue_add(h->q, key), 0);
     }
-    cr_assert(wait_for_int(&h->probes_taken, n), "%d of %d probes taken", atomic_load(&h->probes_taken), n);
+    cr_assert(wait_for_int(&h->probes_taken[round], n), "%d of %d probes taken",
+              atomic_load(&h->probes_taken[round]), n);
 }
 
 static void *hammer_adder(void *arg)
