@@ -124,6 +124,11 @@ class KubeletTest(KubeletTestCase):
         self.assertNotEqual(p["status"]["podIP"], srv_ip)
         self.assertEqual(self.logs(ns, "cli").split(), [srv_ip, srv_ip, "200"])
 
+    def mount_points(self):
+        """Where the volumes test mounts its ConfigMap, Secret and hostPath: folders this machine
+        lacks, which the kubelet makes for the pod and removes at cleanup, named for this run."""
+        return ("/etc/simcfg-" + self.prefix, "/etc/simsec-" + self.prefix, "/mnt/hp-" + self.prefix)
+
     def test_configmap_secret_hostpath_volumes(self):
         ns = self.ns()
         self.create(ns, {"metadata": {"name": "cfg"}, "data": {"a.txt": "hello", "b.txt": "other"}}, "configmaps")
@@ -132,11 +137,12 @@ class KubeletTest(KubeletTestCase):
                                   "x": base64.b64encode(b"exe").decode()}}, "secrets")
         hp = os.path.join(self.tmp, "hostpath")
         os.makedirs(hp)
-        script = ("cat /etc/simcfg/a.txt; echo; ls /etc/simcfg; stat -c '%a' /etc/simcfg/a.txt;"
-                  "cat /etc/simsec/key; echo; stat -c '%a' /etc/simsec/key /etc/simsec/run.sh;"
-                  "touch /etc/simsec/w 2>/dev/null && echo writable || echo readonly;"
-                  "echo out > /mnt/hp/out; echo private > /tmp/private-marker; mountpoint -q /run && "
-                  "[ -d /run/sshd ] && echo run-ok")
+        cfg_dir, sec_dir, hp_dir = self.mount_points()
+        script = ("cat {c}/a.txt; echo; ls {c}; stat -c '%a' {c}/a.txt;"
+                  "cat {s}/key; echo; stat -c '%a' {s}/key {s}/run.sh;"
+                  "touch {s}/w 2>/dev/null && echo writable || echo readonly;"
+                  "echo out > {h}/out; echo private > /tmp/private-marker; mountpoint -q /run && "
+                  "[ -d /run/sshd ] && echo run-ok").format(c=cfg_dir, s=sec_dir, h=hp_dir)
         self.create(ns, _pod("vols", ["sh", "-c", script],
                              volumes=[{"name": "c", "configMap": {"name": "cfg", "items": [{"key": "a.txt",
                                                                                            "path": "a.txt"}]}},
@@ -145,9 +151,9 @@ class KubeletTest(KubeletTestCase):
                                                                          {"key": "x", "path": "run.sh",
                                                                           "mode": 0o555}]}},
                                       {"name": "h", "hostPath": {"path": hp}}],
-                             container_extra={"volumeMounts": [{"name": "c", "mountPath": "/etc/simcfg"},
-                                                               {"name": "s", "mountPath": "/etc/simsec"},
-                                                               {"name": "h", "mountPath": "/mnt/hp"}]}))
+                             container_extra={"volumeMounts": [{"name": "c", "mountPath": cfg_dir},
+                                                               {"name": "s", "mountPath": sec_dir},
+                                                               {"name": "h", "mountPath": hp_dir}]}))
         self.wait_phase(ns, "vols", "Succeeded")
         self.assertEqual(self.logs(ns, "vols").split("\n"),
                          ["hello", "a.txt", "644", "s3cret", "400", "555", "readonly", "run-ok", ""])
@@ -156,7 +162,7 @@ class KubeletTest(KubeletTestCase):
         self.assertFalse(os.path.exists("/tmp/private-marker"))
         # Mount points made on the host for the pod are not visible there as mounts.
         with open("/proc/self/mounts") as f:
-            self.assertNotIn("/etc/simsec", f.read())
+            self.assertNotIn(sec_dir, f.read())
 
     def test_projected_volume_waits_for_its_configmap(self):
         """The volume the ServiceAccount admission plugin adds to every pod, for a pod made
@@ -357,7 +363,8 @@ class KubeletTest(KubeletTestCase):
         self.assertEqual(netns.leftovers(self.prefix), [])
         links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
         self.assertNotIn(self.prefix, links)
-        self.assertFalse(os.path.exists("/etc/simsec") or os.path.exists("/etc/simcfg") or os.path.exists("/mnt/hp"))
+        left = [p for p in self.mount_points() if os.path.exists(p)]
+        self.assertEqual(left, [], "mount points made for the pods are removed")
 
 
 class _FakeKube:
