@@ -4,8 +4,8 @@ run with runc (standard library only; needs root, skopeo, umoci and runc).
     store = ImageStore("build/images/index.json", cache_dir)
     image = store.pull("mpijob-worker:latest")      # PullError when no archive holds it
     ctr = Runtime(runc_root).create(cid, image, spec, work_dir)
-    proc = ctr.start(log_file)                      # the `runc run` process, once the container's
-                                                    # runs; its exit status is the container's
+    proc = ctr.start(log_file)                      # the shim's process (runcshim.py), once the
+                                                    # container's runs; its exit status is the container's
                                                     # (128+N for signal N)
     ctr.signal(signal.SIGTERM); ctr.kill(); ctr.exec(argv, timeout); ctr.remove()
 
@@ -33,7 +33,10 @@ the container's spec (ContainerSpec below):
   - cgroups: runc's own, <the caller's cgroup>/<container id> in each hierarchy (config.json
     gives no cgroupsPath).
 
-start() returns once runc wrote the container's process id (`runc run --pid-file`): before runc
+A container runs under runcshim.py, which does what containerd's shim does (`runc create`, `runc
+start`, then waits as the container's subreaper): a foreground `runc run` would pass the signals
+the Go runtime sends itself (SIGURG) on to the container's first process, and mpirun takes them
+for a user's. start() returns once the container's command runs (the shim's pid file): before runc
 has saved the container's state, `runc kill` answers "container does not exist" and the signal is
 lost. kill() checks its work: a container still running after `runc kill --all` is killed by its
 process id (its freezer cgroup thawed first: a frozen process does not die of SIGKILL), then
@@ -71,6 +74,7 @@ ALL_CAPS = DEFAULT_CAPS + [
     "SYS_RESOURCE", "SYS_TIME", "SYS_TTY_CONFIG", "LEASE", "AUDIT_CONTROL", "MAC_OVERRIDE",
     "MAC_ADMIN", "SYSLOG", "WAKE_ALARM", "BLOCK_SUSPEND", "AUDIT_READ", "PERFMON", "BPF",
     "CHECKPOINT_RESTORE"]
+SHIM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runcshim.py")
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -420,7 +424,7 @@ def oci_config(image, spec, rootfs):
 
 # Generous limits: on a loaded 2-core machine one runc call can take seconds.
 RUNC_TIMEOUT = 120.0    # one runc call (state, kill, delete, list)
-START_TIMEOUT = 120.0   # from `runc run` to the container's process running
+START_TIMEOUT = 120.0   # from starting the shim to the container's process running
 KILL_WAIT = 10.0        # for the container to end after each way of killing it
 
 
@@ -569,18 +573,21 @@ class Container:
         return self.runtime._runc_argv(*args)
 
     def start(self, log_file, timeout=START_TIMEOUT):
-        """Starts `runc run` with the container's output appended to log_file and returns the
-        Popen (its exit status is the container's) once the container's process runs, as a
-        runtime's StartContainer returns, or once `runc run` ended (it could not start the
-        container: the log says why). Until runc has written the container's state, `runc kill`
-        knows no such container: a kill sent earlier would be lost."""
+        """Starts the container, with its output appended to log_file, through runcshim.py
+        (`runc create` and `runc start` as a shim does, never a foreground `runc run`, which
+        passes the Go runtime's SIGURG on to the container), and returns that Popen (its exit
+        status is the container's) once the container's process runs, as a runtime's
+        StartContainer returns, or once the shim ended (it could not start the container: the
+        log says why). Until runc has written the container's state, `runc kill` knows no such
+        container: a kill sent earlier would be lost."""
         pid_file = os.path.join(self.dir, "init.pid")
-        for stale in (pid_file, os.path.join(self.dir, ".init.pid")):
+        for stale in (pid_file, pid_file + ".created", os.path.join(self.dir, ".init.pid"),
+                      os.path.join(self.dir, ".init.pid.created")):
             if os.path.exists(stale):
                 os.unlink(stale)
         with open(log_file, "ab") as logf:
-            self.proc = subprocess.Popen(self._runc("run", "--pid-file", pid_file, "--bundle", self.dir,
-                                                    self.id),
+            self.proc = subprocess.Popen([sys.executable, SHIM] + self._runc("run", "--pid-file", pid_file,
+                                                                             "--bundle", self.dir, self.id),
                                          stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
                                          start_new_session=True)
         end = time.monotonic() + timeout
@@ -600,9 +607,9 @@ class Container:
         try:
             self.kill()
         except KillError as e:
-            raise CreateError("runc run did not start container %s in %.0f s, and %s"
+            raise CreateError("runc did not start container %s in %.0f s, and %s"
                               % (self.id, timeout, e)) from None
-        raise CreateError("runc run did not start container %s in %.0f s" % (self.id, timeout))
+        raise CreateError("runc did not start container %s in %.0f s" % (self.id, timeout))
 
     def pid(self):
         """The host pid of the container's process while it runs, or None."""
@@ -618,7 +625,7 @@ class Container:
         return self.init_pid if _start_time(self.init_pid) == self.init_started else None
 
     def ended(self):
-        """True once the container's process is gone and `runc run` has exited."""
+        """True once the container's process is gone and its shim has exited."""
         if self.proc is not None and self.proc.poll() is None:
             return False
         return self._live_init() is None
@@ -674,13 +681,13 @@ class Container:
                 return tried + ["SIGKILL to the %d processes of its cgroups worked" % n]
             tried.append("SIGKILL to the %d processes of its cgroups %s" % (n, ", ".join(cgroups) or "(none found)"))
         elif self.init_pid is None:
-            tried.append("its process is unknown (runc run never said it started)")
+            tried.append("its process is unknown (runc never said it started)")
         if self.proc is not None and self.proc.poll() is None and (pid is None or self._live_init() is None):
-            # The container's process is gone (or never came), `runc run` is what is left.
+            # The container's process is gone (or never came), its shim is what is left.
             self.proc.kill()
             if self._wait_ended(wait):
-                return tried + ["SIGKILL to runc run (pid %d) worked" % self.proc.pid]
-            tried.append("SIGKILL to runc run (pid %d)" % self.proc.pid)
+                return tried + ["SIGKILL to its shim (pid %d) worked" % self.proc.pid]
+            tried.append("SIGKILL to its shim (pid %d)" % self.proc.pid)
         raise KillError("container %s still runs after %s" % (self.id, "; ".join(tried)))
 
     def exec(self, argv, timeout):
@@ -809,8 +816,9 @@ class Runtime:
         return out.split()
 
     def run_processes(self):
-        """The pids of the `runc run` processes working under this root: a container they are
-        still making has no state yet, so runc lists no such container."""
+        """The pids of the shims (whose argv is a `runc run`'s) and `runc create` and `runc
+        start` processes working under this root: a container they are still making has no
+        state yet, so runc lists no such container."""
         found = []
         root = self.root.encode()
         for pid in filter(str.isdigit, os.listdir("/proc")):
@@ -819,15 +827,16 @@ class Runtime:
                     argv = f.read().split(b"\0")
             except OSError:
                 continue
-            if b"run" in argv and b"--root" in argv and argv[argv.index(b"--root") + 1:][:1] == [root]:
+            if ({b"run", b"create", b"start"} & set(argv) and b"--root" in argv
+                    and argv[argv.index(b"--root") + 1:][:1] == [root]):
                 found.append(int(pid))
         return found
 
 
 def sweep(runc_root, containers_dir):
     """Removes every container runc has under runc_root, and the overlay roots and folders
-    under containers_dir: what a kubelet that died without cleaning up left. The `runc run`
-    processes of that root go first, so that none makes a container meanwhile; each container is
+    under containers_dir: what a kubelet that died without cleaning up left. The shims and the
+    runc processes making containers under that root go first, so that none makes a container meanwhile; each container is
     killed as Container.kill() does (checked, with its fallbacks), then deleted. Returns the ids;
     KillError (after everything else was done) names what could not be removed."""
     removed, failed = [], []

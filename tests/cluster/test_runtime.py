@@ -24,6 +24,9 @@ sys.path.insert(0, HERE)
 
 import runtime  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tests", "support"))
+from deadline import wait_for  # noqa: E402
+
 # runc stand-ins: each passes every call to runc but `kill`.
 IGNORES_KILL = """#!/bin/sh
 # runc whose kill does nothing and says it worked
@@ -35,6 +38,16 @@ FAILS_KILL = """#!/bin/sh
 for a; do
     if [ "$a" = kill ]; then
         echo 'time="2024-01-01T00:00:00Z" level=error msg="container does not exist"' >&2
+        exit 1
+    fi
+done
+exec runc "$@"
+"""
+FAILS_CREATE = """#!/bin/sh
+# runc whose create fails as runc says a bad bundle
+for a; do
+    if [ "$a" = create ]; then
+        echo 'time="2024-01-01T00:00:00Z" level=error msg="runc create failed: unable to start container process"' >&2
         exit 1
     fi
 done
@@ -77,7 +90,8 @@ class RuncContainers(unittest.TestCase):
         cls.image = runtime.Image("sleeper", "localhost/sleeper:latest", "sha256:" + "0" * 64, rootfs,
                                   {"Cmd": ["sleep", "600"]})
         cls.wrappers = {}
-        for name, text in (("ignores-kill", IGNORES_KILL), ("fails-kill", FAILS_KILL)):
+        for name, text in (("ignores-kill", IGNORES_KILL), ("fails-kill", FAILS_KILL),
+                           ("fails-create", FAILS_CREATE)):
             path = os.path.join(cls.tmp, name)
             with open(path, "w") as f:
                 f.write(text)
@@ -109,7 +123,7 @@ class RuncContainers(unittest.TestCase):
             ctr.remove()
 
     def assert_killed(self, ctr):
-        self.assertEqual(ctr.proc.wait(timeout=60), 128 + signal.SIGKILL, "runc run says SIGKILL ended it")
+        self.assertEqual(ctr.proc.wait(timeout=60), 128 + signal.SIGKILL, "the shim says SIGKILL ended it")
         self.assertIn(_state(ctr.init_pid), (None, "Z"))
 
     def test_start_returns_once_runc_knows_the_running_container(self):
@@ -167,6 +181,36 @@ class RuncContainers(unittest.TestCase):
         self.assertEqual(str(caught.exception), "container %s: runc kill TERM: exit 1: container does not exist"
                          % ctr.id)
 
+    def test_the_container_gets_no_signal_meant_for_its_runtime(self):
+        """The Go runtime inside runc signals its own threads with SIGURG, and a foreground
+        `runc run` forwards every signal it receives to the container: mpirun, the launcher's
+        first process, took them for a user's and aborted its job before the daemons were up (then
+        exited 0). As with containerd's shim, a signal reaches the container only through `runc
+        kill`: SIGURG sent to what start() returned is never passed on, SIGUSR1 sent with signal()
+        is."""
+        ctr = self.run_container(command=["sh", "-c", "trap 'echo got-URG' URG; trap 'echo got-USR1' USR1; "
+                                          "echo ready; while :; do sleep 0.05; done"])
+        log = os.path.join(self.tmp, ctr.id + ".log")
+
+        def said(word):
+            with open(log) as f:
+                return word in f.read()
+        wait_for("the container's shell to start", lambda: said("ready"), 60)
+        for _ in range(5):
+            os.kill(ctr.proc.pid, signal.SIGURG)
+        ctr.signal(signal.SIGUSR1)
+        wait_for("the container's shell to take SIGUSR1", lambda: said("got-USR1"), 60)
+        self.assertFalse(said("got-URG"), "SIGURG reached the container")
+        self.assertIsNone(ctr.proc.poll(), "the container still runs")
+
+    def test_a_container_runc_cannot_create_ends_with_runc_saying_why(self):
+        ctr = self.run_container(self.wrappers["fails-create"])
+        self.assertEqual(ctr.proc.wait(timeout=60), 1)
+        self.assertIsNone(ctr.init_pid)
+        self.assertTrue(ctr.ended())
+        with open(os.path.join(self.tmp, ctr.id + ".log")) as f:
+            self.assertIn("runc create failed: unable to start container process", f.read())
+
     def test_mount_points_are_made_inside_the_root(self):
         """A volume bound under /var/run, a link to /run in the image: its mount point is made in
         the container's /run, never in this machine's."""
@@ -191,7 +235,7 @@ class RuncContainers(unittest.TestCase):
         ctr = self.run_container()
         removed = runtime.sweep(ctr.runtime.root, os.path.join(self.tmp, "containers"))
         self.assertIn(ctr.id, removed)
-        # `runc run` goes first (it could be making a container runc cannot list yet)
+        # the shim goes first (it could be making a container runc cannot list yet)
         self.assertIn(ctr.proc.wait(timeout=60), (-signal.SIGKILL, 128 + signal.SIGKILL))
         self.assertIn(_state(ctr.init_pid), (None, "Z"))
         self.assertNotIn(ctr.id, ctr.runtime.list())
