@@ -27,32 +27,18 @@ import runtime  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tests", "support"))
 from deadline import wait_for  # noqa: E402
 
-# runc stand-ins: each passes every call to runc but `kill`.
-IGNORES_KILL = """#!/bin/sh
-# runc whose kill does nothing and says it worked
-for a; do [ "$a" = kill ] && exit 0; done
-exec runc "$@"
-"""
-FAILS_KILL = """#!/bin/sh
-# runc whose kill fails as runc says an unknown container
-for a; do
-    if [ "$a" = kill ]; then
-        echo 'time="2024-01-01T00:00:00Z" level=error msg="container does not exist"' >&2
-        exit 1
-    fi
-done
-exec runc "$@"
-"""
-FAILS_CREATE = """#!/bin/sh
-# runc whose create fails as runc says a bad bundle
-for a; do
-    if [ "$a" = create ]; then
-        echo 'time="2024-01-01T00:00:00Z" level=error msg="runc create failed: unable to start container process"' >&2
-        exit 1
-    fi
-done
-exec runc "$@"
-"""
+def _standin(verb, exit_code, error=None):
+    """A runc stand-in that passes every call to runc but `verb`, which ends with exit_code,
+    saying error on stderr as runc does."""
+    said = "echo 'time=\"2024-01-01T00:00:00Z\" level=error msg=\"%s\"' >&2; " % error if error else ""
+    return '#!/bin/sh\nfor a; do [ "$a" = %s ] && { %sexit %d; }; done\nexec runc "$@"\n' % (verb, said, exit_code)
+
+
+STANDINS = {
+    "ignores-kill": _standin("kill", 0),                                   # does nothing, says it worked
+    "fails-kill": _standin("kill", 1, "container does not exist"),        # as for an unknown container
+    "fails-create": _standin("create", 1, "runc create failed: unable to start container process"),
+}
 
 
 def _rootfs(dest, programs=("sleep", "sh", "cat")):
@@ -90,8 +76,7 @@ class RuncContainers(unittest.TestCase):
         cls.image = runtime.Image("sleeper", "localhost/sleeper:latest", "sha256:" + "0" * 64, rootfs,
                                   {"Cmd": ["sleep", "600"]})
         cls.wrappers = {}
-        for name, text in (("ignores-kill", IGNORES_KILL), ("fails-kill", FAILS_KILL),
-                           ("fails-create", FAILS_CREATE)):
+        for name, text in STANDINS.items():
             path = os.path.join(cls.tmp, name)
             with open(path, "w") as f:
                 f.write(text)
