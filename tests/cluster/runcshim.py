@@ -1,10 +1,10 @@
 """Runs one runc container as containerd's shim does (standard library only).
 
-    python3 runcshim.py RUNC [GLOBAL OPTIONS] run --pid-file FILE --bundle DIR ID
+    python3 runcshim.py PID_FILE BUNDLE ID RUNC [GLOBAL OPTIONS]
 
-takes the argv of a foreground `runc run` and does instead what a shim does: `runc create` and
-`runc start`, as the container's subreaper, then waits for the container's process and exits
-with its status (128 + N when signal N ended it), as `runc run` would.
+runs container ID of BUNDLE (a folder) as a shim does: `runc create` and `runc start`, as the
+container's subreaper, then waits for the container's process and exits with its status
+(128 + N when signal N ended it), as a foreground `runc run` would.
 
 Why not `runc run` itself: a foreground runc forwards every signal it receives to the container,
 and the Go runtime in it signals its own threads with SIGURG to preempt them (runc 1.1, Debian
@@ -14,7 +14,7 @@ signal to pass on, failed to ("ORTE does not know how to route a message to the 
 daemon") and exited 0: a job that never trained read as Succeeded. No kubelet's container sees
 such signals; here too a container is signalled only through `runc kill`.
 
-FILE is written (atomically) once `runc start` returned: the container's command runs. Output:
+PID_FILE is written (atomically) once `runc start` returned: the container's command runs. Output:
 the container's stdout and stderr are this process's, and runc's own complaints go to stderr.
 Exit status when the container never ran: runc create's or runc start's (non-zero).
 """
@@ -28,35 +28,15 @@ import sys
 PR_SET_CHILD_SUBREAPER = 36
 
 
-def parse(argv):
-    """(runc argv with its global options, pid file, bundle, container id) from a `runc run` argv."""
-    if "run" not in argv:
-        raise ValueError("no `run` in %r" % argv)
-    i = argv.index("run")
-    runc, rest = argv[:i], argv[i + 1:]
-    pid_file = bundle = None
-    while len(rest) > 1:
-        if rest[0] == "--pid-file":
-            pid_file, rest = rest[1], rest[2:]
-        elif rest[0] == "--bundle":
-            bundle, rest = rest[1], rest[2:]
-        else:
-            raise ValueError("unknown runc run option %r" % rest[0])
-    if not runc or not pid_file or not bundle or len(rest) != 1:
-        raise ValueError("expected RUNC ... run --pid-file FILE --bundle DIR ID, got %r" % argv)
-    return runc, pid_file, bundle, rest[0]
-
-
 def status_code(status):
     return 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
 
 
 def main(argv):
-    try:
-        runc, pid_file, bundle, cid = parse(argv)
-    except ValueError as e:
-        sys.stderr.write("runcshim: %s\n" % e)
+    if len(argv) < 4:
+        sys.stderr.write("usage: runcshim.py PID_FILE BUNDLE ID RUNC [GLOBAL OPTIONS]\n")
         return 2
+    pid_file, bundle, cid, runc = argv[0], argv[1], argv[2], argv[3:]
     libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
     if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         sys.stderr.write("runcshim: cannot become a subreaper: %s\n" % os.strerror(ctypes.get_errno()))
@@ -79,8 +59,6 @@ def main(argv):
             child, status = os.wait()
         except ChildProcessError:
             return rc or 255       # never seen: it was reaped by someone else
-        except InterruptedError:
-            continue
         if child == pid:
             return rc or status_code(status)
 

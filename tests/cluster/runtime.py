@@ -581,13 +581,12 @@ class Container:
         log says why). Until runc has written the container's state, `runc kill` knows no such
         container: a kill sent earlier would be lost."""
         pid_file = os.path.join(self.dir, "init.pid")
-        for stale in (pid_file, pid_file + ".created", os.path.join(self.dir, ".init.pid"),
-                      os.path.join(self.dir, ".init.pid.created")):
+        # runc writes its pid file through ".<name>", made with O_EXCL: a stale one fails it.
+        for stale in (pid_file, pid_file + ".created", os.path.join(self.dir, ".init.pid.created")):
             if os.path.exists(stale):
                 os.unlink(stale)
         with open(log_file, "ab") as logf:
-            self.proc = subprocess.Popen([sys.executable, SHIM] + self._runc("run", "--pid-file", pid_file,
-                                                                             "--bundle", self.dir, self.id),
+            self.proc = subprocess.Popen([sys.executable, SHIM, pid_file, self.dir, self.id] + self._runc(),
                                          stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
                                          start_new_session=True)
         end = time.monotonic() + timeout
@@ -816,9 +815,9 @@ class Runtime:
         return out.split()
 
     def run_processes(self):
-        """The pids of the shims (whose argv is a `runc run`'s) and `runc create` and `runc
-        start` processes working under this root: a container they are still making has no
-        state yet, so runc lists no such container."""
+        """The pids of the shims and of the `runc run`, `runc create` and `runc start`
+        processes working under this root: a container they are still making has no state yet,
+        so runc lists no such container."""
         found = []
         root = self.root.encode()
         for pid in filter(str.isdigit, os.listdir("/proc")):
@@ -827,7 +826,7 @@ class Runtime:
                     argv = f.read().split(b"\0")
             except OSError:
                 continue
-            if ({b"run", b"create", b"start"} & set(argv) and b"--root" in argv
+            if ({SHIM.encode(), b"run", b"create", b"start"} & set(argv) and b"--root" in argv
                     and argv[argv.index(b"--root") + 1:][:1] == [root]):
                 found.append(int(pid))
         return found
@@ -835,8 +834,8 @@ class Runtime:
 
 def sweep(runc_root, containers_dir):
     """Removes every container runc has under runc_root, and the overlay roots and folders
-    under containers_dir: what a kubelet that died without cleaning up left. The shims and the
-    runc processes making containers under that root go first, so that none makes a container meanwhile; each container is
+    under containers_dir: what a kubelet that died without cleaning up left. The shims and runc
+    processes of that root go first, so that none makes a container meanwhile; each container is
     killed as Container.kill() does (checked, with its fallbacks), then deleted. Returns the ids;
     KillError (after everything else was done) names what could not be removed."""
     removed, failed = [], []

@@ -24,8 +24,9 @@ sys.path.insert(0, HERE)
 
 import runtime  # noqa: E402
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tests", "support"))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "support"))
 from deadline import wait_for  # noqa: E402
+
 
 def _standin(verb, exit_code, error=None):
     """A runc stand-in that passes every call to runc but `verb`, which ends with exit_code,

@@ -129,6 +129,8 @@ Test(workqueue, add_during_processing_waits_for_done)
 
 #define HAMMER_WORKERS 4
 
+#define HAMMER_ROUNDS 4 /* drains a hammer test may run */
+
 struct hammer {
     struct workqueue *q;
     atomic_int processed;
@@ -139,8 +141,8 @@ struct hammer {
     /* See drain: per round, the probes taken and wanted. A round's counts are never reset, so a
      * worker still leaving round 1 (descheduled on a busy machine) is not caught by round 2. */
     atomic_int rounds;
-    atomic_int probes_taken[4];
-    atomic_int probes_wanted[4];
+    atomic_int probes_taken[HAMMER_ROUNDS];
+    atomic_int probes_wanted[HAMMER_ROUNDS];
     atomic_int errors;
 };
 
@@ -149,7 +151,7 @@ struct hammer {
 static void take_probe(struct hammer *h, const char *key)
 {
     int round = atoi(key + strlen("probe-"));
-    if (round < 0 || round >= 4) {
+    if (round < 0 || round >= HAMMER_ROUNDS) {
         atomic_fetch_add(&h->errors, 1);
         return;
     }
@@ -203,7 +205,7 @@ static void *hammer_worker(void *arg)
 static void drain(struct hammer *h, int n)
 {
     int round = atomic_fetch_add(&h->rounds, 1);
-    cr_assert_lt(round, 4);
+    cr_assert_lt(round, HAMMER_ROUNDS);
     atomic_store(&h->probes_wanted[round], n);
     for (int i = 0; i < n; i++) {
         char key[32];
