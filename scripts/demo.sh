@@ -12,7 +12,10 @@
 # With KUBEBUILDER_ASSETS naming a directory with etcd, kube-apiserver, kube-controller-manager
 # and kube-scheduler, those run instead of the double (launch.py --control-plane), and the
 # simulation plays only the kubelet: the real scheduler binds the pods, the real Job and
-# Deployment controllers, token controller and garbage collector do their parts.
+# Deployment controllers, token controller and garbage collector do their parts. When that
+# directory also holds kubelet, kube-proxy and coredns, two real nodes run instead of the
+# simulation (tests/cluster/realnode/nodes.py: containerd with runc, the CNI bridge, kubelet,
+# kube-proxy, each node in its own network namespace, and CoreDNS in kube-system).
 #
 #   scripts/demo.sh [MANIFEST]        (needs root: network namespaces, bridges, mounts)
 set -u
@@ -42,7 +45,18 @@ cleanup() {
     [ -n "$cluster_pid" ] && kill "$cluster_pid" 2>/dev/null
     [ -n "$cluster_pid" ] && wait "$cluster_pid" 2>/dev/null
     # What the local cluster made on this machine is gone with it: say so, or what is left.
-    if [ -f "$work/cluster/kubelet.json" ]; then
+    if [ -f "$work/cluster/nodes.json" ]; then
+        left=$( { for ns in $(sed -n 's/.*"namespace": *"\([^"]*\)".*/\1/p' "$work/cluster/nodes.json"); do
+                      ip netns list | grep "^$ns"; ls -d "/run/mpijob-realnodes/$ns" 2>/dev/null
+                      ls -d /sys/fs/cgroup/*/"$ns" 2>/dev/null; done
+                  grep " $work/" /proc/mounts | cut -d' ' -f2; } | head -20)
+        if [ -n "$left" ]; then
+            echo "left on this machine:"
+            echo "$left"
+        else
+            echo "this machine: no node network namespace, container, mount or cgroup of the demo left"
+        fi
+    elif [ -f "$work/cluster/kubelet.json" ]; then
         prefix=$(sed -n 's/.*"prefix": *"\([^"]*\)".*/\1/p' "$work/cluster/kubelet.json")
         left=$( { ip netns list | grep "^$prefix-"
                   ip -o link show | grep -o "$prefix[a-z0-9]*" | sort -u
@@ -73,13 +87,16 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-control_plane=""
+control_plane="" real_nodes=""
 roles="kubelet,scheduler,jobs,deployments,gc"
 assets=${KUBEBUILDER_ASSETS:-}
 if [ -n "$assets" ] && [ -x "$assets/etcd" ] && [ -x "$assets/kube-apiserver" ] &&
     [ -x "$assets/kube-controller-manager" ] && [ -x "$assets/kube-scheduler" ]; then
     control_plane=1
     roles="kubelet"
+    if [ -x "$assets/kubelet" ] && [ -x "$assets/kube-proxy" ] && [ -x "$assets/coredns" ]; then
+        real_nodes=1
+    fi
     say "Starting a Kubernetes control plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler ($assets)"
 else
     unset KUBEBUILDER_ASSETS
@@ -94,19 +111,36 @@ export KUBECONFIG="$work/api/kubeconfig"
 chmod 600 "$KUBECONFIG"    # it holds the admin's credentials (and helm says so otherwise)
 echo "kubeconfig: $KUBECONFIG"
 
-if [ -n "$control_plane" ]; then
-    say "Starting the local node: the kubelet (the real scheduler binds pods to it)"
+if [ -n "$real_nodes" ]; then
+    say "Starting two real nodes: containerd with runc, CNI bridge, kubelet and kube-proxy each, CoreDNS"
+    python3 tests/cluster/realnode/nodes.py --kubeconfig "$KUBECONFIG" --state-dir "$work/cluster" \
+        --assets "$assets" --images "$PWD/build/images/index.json" \
+        --log-file "$work/cluster.log" &
+    cluster_pid=$!
+    end=$((SECONDS + 300))
+    while [ ! -f "$work/cluster/ready" ] && [ $SECONDS -lt $end ] && kill -0 "$cluster_pid" 2>/dev/null; do
+        sleep 0.5
+    done
+    [ -f "$work/cluster/ready" ] || { tail -20 "$work/cluster.log"; fail "the real nodes did not start"; }
+    echo "each node is a network namespace of this machine with its own containerd (the images of"
+    echo "build/images imported into it), kubelet and kube-proxy; log: $work/cluster.log"
+    kubectl get nodes -o wide
+    kubectl get pods -n kube-system -o wide
 else
-    say "Starting the local cluster: kubelet, scheduler, Job and Deployment controllers, garbage collector"
+    if [ -n "$control_plane" ]; then
+        say "Starting the local node: the kubelet (the real scheduler binds pods to it)"
+    else
+        say "Starting the local cluster: kubelet, scheduler, Job and Deployment controllers, garbage collector"
+    fi
+    python3 tests/cluster/cluster.py --kubeconfig "$KUBECONFIG" --state-dir "$work/cluster" \
+        --roles "$roles" --node-resource cpu=64 --node-resource memory=256Gi --node-resource nvidia.com/gpu=4 \
+        --images "$PWD/build/images/index.json" \
+        --job-pod-backoff 1 \
+        --log-file "$work/cluster.log" &
+    cluster_pid=$!
+    echo "containers run from the images in build/images with runc, each pod in its own network"
+    echo "namespace; log: $work/cluster.log"
 fi
-python3 tests/cluster/cluster.py --kubeconfig "$KUBECONFIG" --state-dir "$work/cluster" \
-    --roles "$roles" --node-resource cpu=64 --node-resource memory=256Gi --node-resource nvidia.com/gpu=4 \
-    --images "$PWD/build/images/index.json" \
-    --job-pod-backoff 1 \
-    --log-file "$work/cluster.log" &
-cluster_pid=$!
-echo "containers run from the images in build/images with runc, each pod in its own network"
-echo "namespace; log: $work/cluster.log"
 
 say "helm install mpijob-operator charts/mpijob-operator -n mpijob-system --create-namespace"
 export HELM_CACHE_HOME="$work/helm/cache" HELM_CONFIG_HOME="$work/helm/config" HELM_DATA_HOME="$work/helm/data"
@@ -148,6 +182,7 @@ while [ $SECONDS -lt $end ]; do
         last=$row
     fi
     state=$(kubectl get mpijob "$name" -o jsonpath='{.status.state}' 2>/dev/null)
+    # the launcher's output, as the simulation or (real nodes) the nodes' log copier writes it
     [ -z "$launcher_log" ] && launcher_log=$(ls "$work"/cluster/logs/*"$name"-launcher-*.log 2>/dev/null | head -1)
     if [ -n "$launcher_log" ]; then
         total=$(wc -l <"$launcher_log")
@@ -165,7 +200,7 @@ done
 say "Result"
 kubectl get mpijob "$name"
 echo
-kubectl get pods,jobs
+kubectl get pods,jobs -o wide
 summary=$( [ -n "$launcher_log" ] && grep '"event":"summary"' "$launcher_log" | tail -1)
 if [ -n "$summary" ]; then
     echo

@@ -342,7 +342,7 @@ class Real:
             "--allow-privileged=true",
             *serviceaccount_admission(self.args),
             "--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
-        ] + self.audit_flags(rbac_user), "kube-apiserver.log")
+        ] + real_node_flags(self.args) + self.audit_flags(rbac_user), "kube-apiserver.log")
 
         def readyz():
             code, _ = self.https("GET", "/readyz")
@@ -463,6 +463,20 @@ class Real:
 def control_plane_assets():
     """(kube-controller-manager, kube-scheduler) from KUBEBUILDER_ASSETS, or None."""
     return assets("kube-controller-manager", "kube-scheduler")
+
+
+def real_nodes_assets():
+    """True when KUBEBUILDER_ASSETS also holds what real nodes run (tests/cluster/realnode)."""
+    return assets("kubelet", "kube-proxy", "coredns") is not None
+
+
+def real_node_flags(args):
+    """For real nodes (tests/cluster/realnode/nodes.py): the API server reaches kubelets at their
+    InternalIP (the node names resolve nowhere), and leaves the `kubernetes` Service's endpoint
+    to the nodes' relay (its own would be 127.0.0.1, which no EndpointSlice may name)."""
+    if not getattr(args, "control_plane", False) or not real_nodes_assets():
+        return []
+    return ["--kubelet-preferred-address-types=InternalIP", "--endpoint-reconciler-type=none"]
 
 
 def serviceaccount_admission(args):

@@ -4,7 +4,11 @@ containers from the images `make images` builds (runc, images pulled from build/
 mpijob-operator. Used by test_e2e.py and soak.py. The images are built first when their sources
 changed (scripts/images.py).
 
-Which API server and control plane:
+Which API server, control plane and nodes:
+  - KUBEBUILDER_ASSETS naming etcd, kube-apiserver, kube-controller-manager, kube-scheduler and
+    also kubelet, kube-proxy and coredns: the real control plane and two real nodes
+    (tests/cluster/realnode/nodes.py: containerd, runc, CNI, kubelet, kube-proxy, CoreDNS);
+    real_nodes is True;
   - KUBEBUILDER_ASSETS naming etcd, kube-apiserver, kube-controller-manager and kube-scheduler:
     all four real (launch.py --control-plane); the simulation plays only the kubelet
     (`cluster.py --roles kubelet`), the real Job controller, garbage collector and scheduler do
@@ -50,6 +54,23 @@ def control_plane_assets():
     assets = os.environ.get("KUBEBUILDER_ASSETS")
     return bool(assets) and all(os.access(os.path.join(assets, b), os.X_OK) for b in
                                 ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"))
+
+
+def real_nodes_assets():
+    """True when KUBEBUILDER_ASSETS also holds kubelet, kube-proxy and coredns, and real nodes can
+    run here (tests/cluster/realnode/nodes.py)."""
+    if not control_plane_assets():
+        return False
+    sys.path.insert(0, os.path.join(ROOT, "tests", "cluster", "realnode"))
+    import nodes  # noqa: E402 (tests/cluster/realnode)
+    return nodes.available(os.environ.get("KUBEBUILDER_ASSETS"))
+
+
+def tier():
+    """The tier the end-to-end tests run on here: "double", "real control plane" or "real nodes"."""
+    if real_nodes_assets():
+        return "real nodes"
+    return "real control plane" if control_plane_assets() else "double"
 
 
 def _running(pid):
@@ -124,6 +145,8 @@ class LocalCluster:
         if operator not in ("process", "chart"):
             raise ValueError("operator: process or chart")
         self.mode = operator
+        self.nodes = []
+        self.real_nodes = False
         self.work = tempfile.mkdtemp(prefix=prefix)
         self.operator = None
         self.cluster = None
@@ -154,16 +177,11 @@ class LocalCluster:
             self.kubeconfig = os.path.join(api, "kubeconfig")
             self.operator_kubeconfig = os.path.join(api, "operator.kubeconfig")
             self.cluster_state = os.path.join(self.work, "cluster")
-            roles = "kubelet" if self.control_plane else "kubelet,scheduler,jobs,deployments,gc"
-            self.cluster = subprocess.Popen(
-                [sys.executable, os.path.join(ROOT, "tests", "cluster", "cluster.py"), "--kubeconfig", self.kubeconfig,
-                 "--roles", roles,
-                 # a node the examples fit on (a real scheduler counts their cpu and memory; the
-                 # legacy manifest asks for a GPU)
-                 "--node-resource", "cpu=64", "--node-resource", "memory=256Gi", "--node-resource", "pods=250",
-                 "--node-resource", "nvidia.com/gpu=4",
-                 "--state-dir", self.cluster_state, "--images", IMAGES_INDEX,
-                 "--job-pod-backoff", job_pod_backoff, "--log-file", os.path.join(self.work, "cluster.log")])
+            self.real_nodes = self.control_plane and real_nodes_assets()
+            if self.real_nodes:
+                self.start_real_nodes()
+            else:
+                self.start_simulation(job_pod_backoff)
             self._watch_pods()
             if self.mode == "chart":
                 self.helm_install()
@@ -172,6 +190,37 @@ class LocalCluster:
         except BaseException:
             self.stop()
             raise
+
+    def start_simulation(self, job_pod_backoff):
+        roles = "kubelet" if self.control_plane else "kubelet,scheduler,jobs,deployments,gc"
+        self.cluster = subprocess.Popen(
+            [sys.executable, os.path.join(ROOT, "tests", "cluster", "cluster.py"), "--kubeconfig", self.kubeconfig,
+             "--roles", roles,
+             # a node the examples fit on (a real scheduler counts their cpu and memory; the
+             # legacy manifest asks for a GPU)
+             "--node-resource", "cpu=64", "--node-resource", "memory=256Gi", "--node-resource", "pods=250",
+             "--node-resource", "nvidia.com/gpu=4",
+             "--state-dir", self.cluster_state, "--images", IMAGES_INDEX,
+             "--job-pod-backoff", job_pod_backoff, "--log-file", os.path.join(self.work, "cluster.log")])
+
+    def start_real_nodes(self):
+        """tests/cluster/realnode/nodes.py: two real nodes; returns once they are Ready and CoreDNS
+        answers (or fails with the end of its log)."""
+        self.cluster = subprocess.Popen(
+            [sys.executable, os.path.join(ROOT, "tests", "cluster", "realnode", "nodes.py"),
+             "--kubeconfig", self.kubeconfig, "--assets", os.environ["KUBEBUILDER_ASSETS"],
+             "--images", IMAGES_INDEX, "--state-dir", self.cluster_state, "--node-resource", "nvidia.com/gpu=4",
+             "--log-file", os.path.join(self.work, "cluster.log")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        ready = os.path.join(self.cluster_state, "ready")
+
+        def up():
+            if self.cluster.poll() is not None:
+                raise RuntimeError("the real nodes did not start:\n" + self.tail("cluster.log"))
+            return os.path.exists(ready)
+        wait_for("the real nodes Ready", up, 300, interval=0.2, describe=lambda: self.tail("cluster.log"))
+        with open(os.path.join(self.cluster_state, "nodes.json")) as f:
+            self.nodes = json.load(f)
 
     # ---------------------------------------------------------------- processes
     def start_operator(self):
@@ -233,14 +282,20 @@ class LocalCluster:
         return wait_for("the operator's pods Ready with a leader among them", ready, timeout, interval=0.5,
                         describe=describe)
 
-    def operator_logs(self):
+    def pod_logs(self, namespace, pod_prefix):
+        """[(file name, text)] of the logs of every container of the pods whose names start with
+        pod_prefix, also of pods already deleted: the simulation's log files, or on real nodes
+        their copies (nodes.py's LogKeeper), both in <cluster state>/logs."""
+        found = []
         logs = os.path.join(self.cluster_state, "logs")
-        out = ""
         for f in sorted(os.listdir(logs)) if os.path.isdir(logs) else []:
-            if f.startswith(RELEASE_NS + "_"):
+            if f.startswith("%s_%s" % (namespace, pod_prefix)):
                 with open(os.path.join(logs, f), errors="replace") as fh:
-                    out += "== %s\n%s" % (f, fh.read())
-        return out
+                    found.append((f, fh.read()))
+        return found
+
+    def operator_logs(self):
+        return "".join("== %s\n%s" % (name, text) for name, text in self.pod_logs(RELEASE_NS, ""))
 
     def operator_log_tail(self, n=4000):
         """The end of the operator's log: its process's, or its pods' in chart mode."""
@@ -349,13 +404,47 @@ class LocalCluster:
                     if ns == namespace and name_filter(n) and len(u) > 1}
 
     def launcher_log(self, ns, name):
-        logs = os.path.join(self.cluster_state, "logs")
-        out = ""
-        for f in sorted(os.listdir(logs)) if os.path.isdir(logs) else []:
-            if f.startswith("%s_%s-launcher-" % (ns, name)):
-                with open(os.path.join(logs, f), errors="replace") as fh:
-                    out += fh.read()
-        return out
+        return "".join(text for _, text in self.pod_logs(ns, name + "-launcher-"))
+
+    # ---------------------------------------------------------------- faults
+    def evict_pod(self, ns, name):
+        """Has the pod's node evict it, as a kubelet does under resource pressure; returns the
+        words of the kubelet's message a test can look for. The simulation's kubelet is told to
+        (memory pressure); a real one is made to: the pod's container (which needs an
+        ephemeral-storage limit of at most 32Mi) writes past its limit, and the kubelet's eviction
+        manager evicts the pod on its next round."""
+        if not self.real_nodes:
+            sys.path.insert(0, os.path.join(ROOT, "tests", "cluster"))
+            import control  # noqa: E402 (tests/cluster)
+            ans = control.request(self.cluster_state, "evict", ns, name,
+                                  message="The node was low on resource: memory.")
+            if not ans.get("ok"):
+                raise RuntimeError("evict %s/%s: %s" % (ns, name, ans))
+            return "low on resource: memory"
+        r = self.kubectl("exec", "-n", ns, name, "--", "sh", "-c", "head -c 64M /dev/zero > /var/tmp/fill")
+        if r.returncode != 0:
+            raise RuntimeError("filling %s/%s's storage: %s" % (ns, name, r.stderr))
+        return "ephemeral"
+
+    def kill_pod(self, ns, name):
+        """SIGKILL to the pod's containers, from its node: the simulation's kubelet does it, or on
+        a real node containerd (`ctr tasks kill`), as the kernel's OOM killer would."""
+        if not self.real_nodes:
+            sys.path.insert(0, os.path.join(ROOT, "tests", "cluster"))
+            import control  # noqa: E402 (tests/cluster)
+            ans = control.request(self.cluster_state, "kill", ns, name)
+            if not ans.get("ok"):
+                raise RuntimeError("kill %s/%s: %s" % (ns, name, ans))
+            return
+        pod = json.loads(self.kubectl("get", "pod", name, "-n", ns, "-o", "json").stdout)
+        node = next(n for n in self.nodes if n["name"] == pod["spec"]["nodeName"])
+        for cs in pod["status"].get("containerStatuses") or []:
+            cid = (cs.get("containerID") or "").partition("://")[2]
+            if cid:
+                r = subprocess.run(["ctr", "--address", node["containerd"], "-n", "k8s.io", "tasks", "kill",
+                                    "-s", "KILL", cid], capture_output=True, text=True)
+                if r.returncode != 0:
+                    raise RuntimeError("ctr tasks kill %s: %s" % (cid, r.stderr))
 
     def tail(self, name, n=3000):
         try:

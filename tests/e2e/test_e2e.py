@@ -39,11 +39,12 @@ def mpi_processes():
                      if any(k in line for k in keep)) or "(none)"
 
 
-def job(name, launcher_cmd, workers=2, run_policy=None, transport="TCP", launcher_waits=False):
-    """An MPIJob on the worker image. launcher_waits: launcherCreationPolicy WaitForWorkersReady,
-    for a job whose launcher may not fail on its own: with AtStartup a launcher that starts before
-    the workers have addresses fails on their names ("Could not resolve hostname", as on any
-    cluster) and is retried, and on a busy machine a backoffLimit of 0 or 1 can run out on that."""
+def job(name, launcher_cmd, workers=2, run_policy=None, transport="TCP", launcher_waits=True):
+    """An MPIJob on the worker image. launcher_waits: launcherCreationPolicy WaitForWorkersReady
+    (else AtStartup). With AtStartup a launcher that starts before the workers have addresses
+    fails on their names ("Could not resolve hostname", as on any cluster) and is retried; on a
+    real cluster the retries within 30 s fail too, since CoreDNS caches the "no such name" that
+    long, and a backoffLimit can run out on that."""
     return {
         "apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": name},
         "spec": {
@@ -53,9 +54,10 @@ def job(name, launcher_cmd, workers=2, run_policy=None, transport="TCP", launche
             "networking": {"transport": transport},
             "mpiReplicaSpecs": {
                 "Launcher": {"replicas": 1, "template": {"spec": {"containers": [
-                    {"name": "launcher", "image": "mpijob-worker:latest", "command": launcher_cmd}]}}},
+                    {"name": "launcher", "image": "mpijob-worker:latest", "imagePullPolicy": "IfNotPresent",
+                     "command": launcher_cmd}]}}},
                 "Worker": {"replicas": workers, "template": {"spec": {"containers": [
-                    {"name": "worker", "image": "mpijob-worker:latest"}]}}},
+                    {"name": "worker", "image": "mpijob-worker:latest", "imagePullPolicy": "IfNotPresent"}]}}},
             },
         },
     }
@@ -126,7 +128,6 @@ class EndToEnd(JobWaits, unittest.TestCase):
     def setUpClass(cls):
         cls.c = LocalCluster()
         cls.kubeconfig = cls.c.kubeconfig
-        cls.cluster_state = cls.c.cluster_state
         cls.work = cls.c.work
 
     @classmethod
@@ -147,19 +148,19 @@ class EndToEnd(JobWaits, unittest.TestCase):
         self.assertTrue(lines, "no training summary in the launcher's log:\n" + self.launcher_log(ns, name)[-3000:])
         return json.loads(lines[-1])
 
-    def start_training(self, ns, name, steps, run_policy, launcher_waits=False):
+    def start_training(self, ns, name, steps, run_policy, launcher_waits=True, worker_limits=None):
         """Applies a long training job and waits until it really runs (the launcher has logged
-        mpijob-worker's start line). Returns the cluster simulation's kubelet module, whose
-        request() kills or evicts a pod."""
-        sys.path.insert(0, os.path.join(ROOT, "tests", "cluster"))
-        import kubelet
-        self.apply(ns, job(name, mpirun("train", "--steps", str(steps), "--log-every", "500"),
-                           run_policy=run_policy, launcher_waits=launcher_waits))
+        mpijob-worker's start line)."""
+        j = job(name, mpirun("train", "--steps", str(steps), "--log-every", "500"),
+                run_policy=run_policy, launcher_waits=launcher_waits)
+        if worker_limits:
+            j["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["resources"] = {
+                "limits": worker_limits}
+        self.apply(ns, j)
         self.wait_state(ns, name, ("Running",))
         wait_for("mpijob-worker's start line in %s's launcher log" % name,
                  lambda: '"event":"start"' in self.launcher_log(ns, name), TIMEOUT, interval=0.2,
                  describe=lambda: self.describe_job(ns, name))
-        return kubelet
 
     # ---------------------------------------------------------------- scenarios
     def test_tcp_example_succeeds(self):
@@ -217,9 +218,9 @@ class EndToEnd(JobWaits, unittest.TestCase):
 
     def test_worker_killed_mid_training_is_replaced_and_the_retry_succeeds(self):
         ns = self.namespace()
-        kubelet = self.start_training(ns, "phoenix", 4000, {"backoffLimit": 3})
+        self.start_training(ns, "phoenix", 4000, {"backoffLimit": 3})
         old = json.loads(self.kubectl("get", "pod", "phoenix-worker-0", "-n", ns, "-o", "json").stdout)
-        kubelet.request(self.cluster_state, "kill", ns, "phoenix-worker-0")
+        self.c.kill_pod(ns, "phoenix-worker-0")
         j = self.wait_state(ns, "phoenix", ("Succeeded", "Failed"))
         self.assertEqual(j["status"]["state"], "Succeeded", self.describe_job(ns, "phoenix"))
         # The Restarting condition stays in the list once set (False again after the retry ran).
@@ -237,15 +238,14 @@ class EndToEnd(JobWaits, unittest.TestCase):
         with reason MPIJobEvicted and the kubelet's message, and cleanPodPolicy Running removes
         the other worker."""
         ns = self.namespace()
-        kubelet = self.start_training(ns, "evictee", 100000, {"backoffLimit": 0}, launcher_waits=True)
-        ans = kubelet.request(self.cluster_state, "evict", ns, "evictee-worker-1",
-                              message="The node was low on resource: memory.")
-        self.assertTrue(ans.get("ok"), ans)
+        self.start_training(ns, "evictee", 100000, {"backoffLimit": 0},
+                            worker_limits={"ephemeral-storage": "16Mi"})
+        said = self.c.evict_pod(ns, "evictee-worker-1")
         j = self.wait_state(ns, "evictee", ("Failed", "Succeeded"))
         failed = self.condition(j, "Failed")
         self.assertEqual(failed.get("reason"), "MPIJobEvicted", json.dumps(failed))
         self.assertIn("evictee-worker-1", failed.get("message", ""))
-        self.assertIn("low on resource: memory", failed.get("message", ""))
+        self.assertIn(said, failed.get("message", ""))
         wait_for("no Running or Pending worker left after the job failed",
                  lambda: not [p for p in self.pods(ns) if "-worker-" in p["metadata"]["name"] and
                               (p.get("status") or {}).get("phase") in ("Running", "Pending")],
@@ -313,8 +313,7 @@ class EndToEnd(JobWaits, unittest.TestCase):
         controller has deleted the launcher pod that said it. The launcher waits for the workers
         (see job())."""
         ns = self.namespace()
-        self.apply(ns, job("nordma", mpirun("train"), run_policy={"backoffLimit": 1}, transport="RDMA",
-                           launcher_waits=True))
+        self.apply(ns, job("nordma", mpirun("train"), run_policy={"backoffLimit": 1}, transport="RDMA"))
         j = self.wait_state(ns, "nordma", ("Failed", "Succeeded"))
         self.assertEqual(j["status"]["state"], "Failed", self.launcher_log(ns, "nordma")[-3000:])
         failed = self.condition(j, "Failed")
