@@ -77,16 +77,26 @@ def python_tests(path):
     return out
 
 
+CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
+NODE = ("kubelet", "kube-proxy", "coredns")
+
+
 def tier():
+    """(tier name, what ran): double, real API server, real control plane or real nodes."""
     assets = os.environ.get("KUBEBUILDER_ASSETS")
     if not assets:
-        return "the API-server double (tests/apiserver) and the cluster simulation"
-    have = [b for b in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
-            if os.access(os.path.join(assets, b), os.X_OK)]
-    if "etcd" in have and "kube-apiserver" in have:
-        extra = " with kube-controller-manager and kube-scheduler" if len(have) == 4 else ""
-        return "a real etcd and kube-apiserver%s from KUBEBUILDER_ASSETS=%s" % (extra, assets)
-    return "the API-server double (KUBEBUILDER_ASSETS=%s lacks etcd or kube-apiserver)" % assets
+        return "double", "the API-server double (tests/apiserver) and the cluster simulation"
+    have = [b for b in CONTROL_PLANE + NODE if os.access(os.path.join(assets, b), os.X_OK)]
+    if "etcd" not in have or "kube-apiserver" not in have:
+        return "double", "the API-server double (KUBEBUILDER_ASSETS=%s lacks etcd or kube-apiserver)" % assets
+    if not all(b in have for b in CONTROL_PLANE):
+        return "real API server", ("a real etcd and kube-apiserver from KUBEBUILDER_ASSETS=%s, the cluster "
+                                   "simulation for the rest" % assets)
+    if all(b in have for b in NODE):
+        return "real nodes", ("a real control plane and two real nodes (containerd, runc, CNI, kubelet, "
+                              "kube-proxy, CoreDNS) from KUBEBUILDER_ASSETS=%s" % assets)
+    return "real control plane", ("a real control plane from KUBEBUILDER_ASSETS=%s, the simulation's kubelet "
+                                  "as its node (no kubelet, kube-proxy and coredns there)" % assets)
 
 
 def main():
@@ -116,7 +126,8 @@ def main():
 
     print()
     print("== Summary")
-    print("API server: %s" % tier())
+    name, what = tier()
+    print("Tier: %s: %s" % (name, what))
     print("C tests (Criterion): %d; Python tests: %d" % (len(tests) - len(py), len(py)))
     if skipped:
         print("Skipped (%d), with reasons:" % len(skipped))

@@ -482,13 +482,14 @@ class PodRunner:
         if c.image is not None:
             return True
         try:
-            c.image = self.k.store.pull(c.spec.get("image") or "")
+            ref = c.spec.get("image") or ""
+            c.image = self.k.store.pull(ref, c.spec.get("imagePullPolicy") or runtime.default_pull_policy(ref))
             c.pull_failures = 0
             c.waiting_reason, c.waiting_message = "ContainerCreating", None
             return True
         except runtime.PullError as e:
             c.pull_failures += 1
-            c.waiting_reason = "ErrImagePull"
+            c.waiting_reason = "ErrImageNeverPull" if e.never else "ErrImagePull"
             c.waiting_message = str(e)
             self._publish()
             # The back-off a kubelet uses for pulls: 10 s doubling; shortened here as restarts are.

@@ -79,7 +79,22 @@ DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 class PullError(Exception):
-    """The image cannot be pulled: the kubelet reports ErrImagePull, then ImagePullBackOff."""
+    """The image cannot be pulled: the kubelet reports ErrImagePull, then ImagePullBackOff (or,
+    with never, ErrImageNeverPull)."""
+
+    def __init__(self, message, never=False):
+        super().__init__(message)
+        self.never = never
+
+
+def default_pull_policy(ref):
+    """The API server's default imagePullPolicy: Always for a :latest or untagged reference
+    without a digest, else IfNotPresent."""
+    if "@" in ref:
+        return "IfNotPresent"
+    name = ref.rsplit("/", 1)[-1]
+    tag = name.rpartition(":")[2] if ":" in name else ""
+    return "Always" if tag in ("", "latest") else "IfNotPresent"
 
 
 class CreateError(Exception):
@@ -173,13 +188,24 @@ class ImageStore:
             except OSError:
                 pass
 
-    def pull(self, ref):
+    def pull(self, ref, policy="IfNotPresent"):
         """The Image for ref, unpacked on first use. PullError says why not, in the words a
-        kubelet's runtime uses."""
+        kubelet's runtime uses.
+
+        The archives of build/images are what the node holds, loaded as `kind load` loads
+        them; no registry is reachable from this machine. So, as on a real node, imagePullPolicy
+        Always (the default for a :latest or untagged reference) fails to pull, and Never
+        fails for an image the node lacks."""
         if not ref:
             raise PullError("the container names no image")
         normalized = normalize(ref)
+        if policy == "Always":
+            raise PullError('failed to pull and unpack image "%s": failed to resolve reference "%s": no '
+                            'registry is reachable from this node (its images are loaded, not pulled: '
+                            'imagePullPolicy IfNotPresent)' % (normalized, normalized))
         entry = self._index().get(normalized)
+        if entry is None and policy == "Never":
+            raise PullError('Container image "%s" is not present with pull policy of Never' % ref, never=True)
         if entry is None:
             raise PullError('failed to pull and unpack image "%s": failed to resolve reference '
                             '"%s": %s: not found' % (normalized, normalized, normalized))

@@ -37,11 +37,11 @@ def mpijob(i, steps):
             "networking": {"transport": "TCP"},
             "mpiReplicaSpecs": {
                 "Launcher": {"replicas": 1, "template": {"spec": {"containers": [{
-                    "name": "launcher", "image": "mpijob-worker:latest",
+                    "name": "launcher", "image": "mpijob-worker:latest", "imagePullPolicy": "IfNotPresent",
                     "command": ["mpirun", "--allow-run-as-root", "-np", "2", "--bind-to", "none",
                                 "mpijob-worker", "train", "--steps", str(steps), "--log-every", "0"]}]}}},
                 "Worker": {"replicas": 2, "template": {"spec": {"containers": [
-                    {"name": "worker", "image": "mpijob-worker:latest"}]}}},
+                    {"name": "worker", "image": "mpijob-worker:latest", "imagePullPolicy": "IfNotPresent"}]}}},
             },
         },
     }

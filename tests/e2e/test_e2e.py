@@ -339,6 +339,7 @@ class EndToEnd(JobWaits, unittest.TestCase):
         for role in ("Launcher", "Worker"):
             for c in legacy["spec"]["mpiReplicaSpecs"][role]["template"]["spec"]["containers"]:
                 c["image"] = "mpijob-worker:latest"
+                c["imagePullPolicy"] = "IfNotPresent"   # loaded onto the nodes, in no registry
         ns = self.namespace()
         self.apply(ns, legacy)
         name = legacy["metadata"]["name"]

@@ -136,8 +136,10 @@ class Images(unittest.TestCase):
         self.assertTrue(os.path.exists(os.path.join(image.rootfs, "usr", "sbin", "sshd.real")))
 
 
-def _pod(name, image=WORKER, command=None, args=None, **spec):
+def _pod(name, image=WORKER, command=None, args=None, pull="IfNotPresent", **spec):
     c = {"name": "main", "image": image}
+    if pull:
+        c["imagePullPolicy"] = pull
     if command is not None:
         c["command"] = command
     if args is not None:
@@ -318,6 +320,20 @@ class Containers(KubeletTestCase):
                           == "ImagePullBackOff", "backed off")
         self.assertIn("Back-off pulling image", p["status"]["containerStatuses"][0]["state"]["waiting"]["message"])
         self.kube.delete("/api/v1/namespaces/%s/pods/nope" % ns)
+
+    def test_pull_policy_always_fails_as_no_registry_is_reachable(self):
+        """The node holds the images of build/images, loaded and not pulled, as on a real node
+        with `kind load`: a :latest image under the default policy (Always) cannot be pulled,
+        while IfNotPresent runs it."""
+        ns = self.ns()
+        self.create(ns, _pod("always", pull=None, command=["true"]))
+        p = self.wait_pod(ns, "always", lambda p: (((p["status"].get("containerStatuses") or [{}])[0].get("state") or {})
+                                                   .get("waiting") or {}).get("reason") == "ErrImagePull",
+                          "failed to pull")
+        msg = p["status"]["containerStatuses"][0]["state"]["waiting"]["message"]
+        self.assertIn("docker.io/library/mpijob-worker:latest", msg)
+        self.assertIn("no registry is reachable", msg)
+        self.kube.delete("/api/v1/namespaces/%s/pods/always" % ns)
 
     def test_kill_and_cleanup_leave_no_container(self):
         ns = self.ns()
