@@ -60,7 +60,8 @@ static void usage(FILE *out)
             "                                 Fairness paces the operator through 429 and Retry-After);\n"
             "                                 Q > 0 caps API requests per second\n"
             "  --burst N                      30 (with --qps Q > 0)\n"
-            "  --cluster-domain D             none (host names end in .svc)\n"
+            "  --cluster-domain D             in a pod: the one its /etc/resolv.conf searches; else\n"
+            "                                 none (host names end in .svc)\n"
             "  --gang-scheduling NAME         none; volcano, or a scheduler-plugins scheduler name\n"
             "  --max-workers N                10000 (jobs asking for more are invalid)\n"
             "  --leader-elect=true|false      true (one active replica, on a Lease)\n"
@@ -370,6 +371,18 @@ int main(int argc, char **argv)
     if (rc < 0) {
         log_error("cannot load the API server configuration", "error=\"%s\"", err);
         return 1;
+    }
+    /* In a pod, without --cluster-domain: the domain the kubelet put in this pod's DNS search,
+     * so that the workers' search domain <job>.<ns>.svc.<domain> resolves short names. */
+    static char detected_domain[256];
+    if (!f.cluster_domain && cfg->ca_file) {
+        char *d = NULL;
+        if (kube_config_cluster_domain(NULL, cfg->namespace, &d) == 0 && strlen(d) < sizeof(detected_domain)) {
+            snprintf(detected_domain, sizeof(detected_domain), "%s", d);
+            f.cluster_domain = detected_domain;
+            log_info("cluster domain from /etc/resolv.conf", "domain=%s", detected_domain);
+        }
+        free(d);
     }
     struct kube_client_options copts = {.qps = f.qps, .burst = f.burst};
     struct kube_client *client = NULL;

@@ -1382,3 +1382,43 @@ out:
     kube_config_free(cfg);
     return rc;
 }
+
+/* ---- the cluster domain ------------------------------------------------------------------- */
+
+#define RESOLV_CONF_MAX_BYTES 65536
+
+int kube_config_cluster_domain(const char *path, const char *namespace, char **domain)
+{
+    if (!namespace || !namespace[0] || !domain)
+        return KUBE_EINVAL;
+    *domain = NULL;
+    char *text = NULL;
+    size_t len = 0;
+    if (read_file(path ? path : "/etc/resolv.conf", RESOLV_CONF_MAX_BYTES, &text, &len) < 0)
+        return KUBE_ECONFIG;
+    size_t ns_len = strlen(namespace);
+    int rc = KUBE_ENOTFOUND;
+    char *save_line = NULL;
+    for (char *line = strtok_r(text, "\n", &save_line); line && rc == KUBE_ENOTFOUND;
+         line = strtok_r(NULL, "\n", &save_line)) {
+        char *save_word = NULL;
+        char *word = strtok_r(line, " \t\r", &save_word);
+        if (!word || strcmp(word, "search") != 0)
+            continue;
+        /* the kubelet's own entries come first: <ns>.svc.<domain>, svc.<domain>, <domain> */
+        while ((word = strtok_r(NULL, " \t\r", &save_word)) != NULL) {
+            size_t n = strlen(word);
+            while (n > 0 && word[n - 1] == '.')
+                word[--n] = '\0';
+            if (n > ns_len + 5 && strncmp(word, namespace, ns_len) == 0 &&
+                strncmp(word + ns_len, ".svc.", 5) == 0) {
+                *domain = strdup(word + ns_len + 5);
+                rc = *domain ? 0 : KUBE_ENOMEM;
+                break;
+            }
+        }
+    }
+    free(text);
+    return rc;
+}
+

@@ -83,6 +83,12 @@ bool kube_config_invalidate_ca(struct kube_config *cfg);
 
 void kube_config_free(struct kube_config *cfg);
 
+/* The cluster's DNS domain as the kubelet told this pod: the resolv.conf at path (NULL:
+ * /etc/resolv.conf) searches "<namespace>.svc.<domain>" first. *domain is a copy the caller
+ * frees. Returns 0, KUBE_ENOTFOUND when no search entry has that form (not in a pod, or a pod
+ * with a custom dnsConfig), or KUBE_ECONFIG when the file cannot be read. */
+int kube_config_cluster_domain(const char *path, const char *namespace, char **domain);
+
 /* For tests only: changes how old a token read from a file may get before it is re-read
  * (KUBE_TOKEN_MAX_AGE_MS by default). No effect on a config without a token. */
 void kube_config_set_token_max_age_ms(struct kube_config *cfg, uint64_t ms);

@@ -2,8 +2,10 @@
 /etc/netns/<pod's network namespace>/, bound into its containers), standing in for cluster DNS:
 
   - hosts names every running pod of the node as <hostname>.<subdomain>.<namespace>.svc.<domain>
-    (and without the domain; <hostname>.<subdomain> and <hostname> for pods of the same
-    namespace, the pod itself by its hostname), rewritten as pods come and go;
+    (and without the domain), the pod itself by its hostname, and any shorter name that the
+    pod's resolver would complete to one of those through its search list, as it does against
+    cluster DNS (<hostname>.<subdomain> through <namespace>.svc.<domain>; <hostname> only through
+    a search entry <subdomain>.<namespace>.svc.<domain>), rewritten as pods come and go;
   - resolv.conf searches <namespace>.svc.<domain>, svc.<domain>, <domain> and the pod's
     dnsConfig searches, with a name server that answers nothing (127.0.0.1), so a name outside
     the hosts file fails at once instead of timing out.
@@ -12,8 +14,19 @@ Each runner passed in has ns, hostname, subdomain, pod_ip and spec.
 """
 
 
+def search_list(me, domain):
+    """The search domains of runner me's resolv.conf: the kubelet's, then its dnsConfig's."""
+    search = []
+    if domain:
+        search += ["%s.svc.%s" % (me.ns, domain), "svc." + domain, domain]
+    search += [s for s in ((me.spec.get("dnsConfig") or {}).get("searches") or []) if s not in search]
+    return search[:32]
+
+
 def hosts_text(me, live, domain):
-    """The hosts file of runner me, given the runners of the node's running pods."""
+    """The hosts file of runner me, given the runners of the node's running pods. A hosts file
+    is not searched: the short names the search list would complete are listed themselves."""
+    search = [s.strip(".") for s in search_list(me, domain)]
     lines = ["# Kubernetes-managed hosts file (simulated by the cluster's kubelet).",
              "127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback",
              "fe00::0\tip6-localnet", "fe00::0\tip6-mcastprefix", "fe00::1\tip6-allnodes",
@@ -22,12 +35,10 @@ def hosts_text(me, live, domain):
         names = []
         if r.subdomain:
             base = "%s.%s.%s.svc" % (r.hostname, r.subdomain, r.ns)
-            if domain:
-                names.append(base + "." + domain)
-            names.append(base)
-            if r.ns == me.ns:
-                names.append("%s.%s" % (r.hostname, r.subdomain))
-        if r is me or (r.ns == me.ns and r.subdomain and r.subdomain == me.subdomain):
+            full = base + "." + domain if domain else base
+            names += [full, base]
+            names += [full[:-len(s) - 1] for s in search if full.endswith("." + s)]
+        if r is me:
             names.append(r.hostname)
         if names:
             lines.append("%s\t%s" % (r.pod_ip, " ".join(dict.fromkeys(names))))
@@ -36,12 +47,9 @@ def hosts_text(me, live, domain):
 
 def resolv_text(me, domain):
     """The resolv.conf of runner me."""
-    search = []
-    if domain:
-        search += ["%s.svc.%s" % (me.ns, domain), "svc." + domain, domain]
-    search += [s for s in ((me.spec.get("dnsConfig") or {}).get("searches") or []) if s not in search]
+    search = search_list(me, domain)
     # No DNS server runs: names outside the hosts file fail at once instead of timing out.
     text = "nameserver 127.0.0.1\n"
     if search:
-        text += "search %s\n" % " ".join(search[:32])
+        text += "search %s\n" % " ".join(search)
     return text

@@ -116,13 +116,22 @@ class KubeletTest(KubeletTestCase):
         p = self.wait_pod(ns, "srv", lambda p: self.cond(p, "Ready") == "True", "ready")
         srv_ip = p["status"]["podIP"]
         fqdn = "srv.grp.%s.svc.%s" % (ns, DOMAIN)
+        # As against cluster DNS: the FQDN; srv.grp through the search entry <ns>.svc.<domain>;
+        # the bare srv only through a search entry grp.<ns>.svc.<domain> (what the operator
+        # gives workers), so not from cli2, which lacks it.
         script = ("import socket, urllib.request; print(socket.gethostbyname('%s'));"
-                  "print(socket.gethostbyname('srv'));"
+                  "print(socket.gethostbyname('srv.grp')); print(socket.gethostbyname('srv'));"
                   "print(urllib.request.urlopen('http://%s:8080/', timeout=60).status)") % (fqdn, fqdn)
-        self.create(ns, _pod("cli", ["python3", "-c", script], hostname="cli", subdomain="grp"))
+        self.create(ns, _pod("cli", ["python3", "-c", script], hostname="cli", subdomain="grp",
+                             dnsConfig={"searches": ["grp.%s.svc.%s" % (ns, DOMAIN)]}))
         p = self.wait_phase(ns, "cli", "Succeeded")
         self.assertNotEqual(p["status"]["podIP"], srv_ip)
-        self.assertEqual(self.logs(ns, "cli").split(), [srv_ip, srv_ip, "200"])
+        self.assertEqual(self.logs(ns, "cli").split(), [srv_ip, srv_ip, srv_ip, "200"])
+        bare = ("import socket\ntry:\n    print(socket.gethostbyname('srv'))\n"
+                "except OSError:\n    print('unresolved')\nprint(socket.gethostbyname('srv.grp'))")
+        self.create(ns, _pod("cli2", ["python3", "-c", bare], hostname="cli2", subdomain="grp"))
+        self.wait_phase(ns, "cli2", "Succeeded")
+        self.assertEqual(self.logs(ns, "cli2").split(), ["unresolved", srv_ip])
 
     def mount_points(self):
         """Where the volumes test mounts its ConfigMap, Secret and hostPath: folders this machine

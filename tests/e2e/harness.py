@@ -145,6 +145,7 @@ class LocalCluster:
         if operator not in ("process", "chart"):
             raise ValueError("operator: process or chart")
         self.mode = operator
+        self.tier = tier()
         self.nodes = []
         self.real_nodes = False
         self.work = tempfile.mkdtemp(prefix=prefix)
@@ -226,8 +227,11 @@ class LocalCluster:
     def start_operator(self):
         with open(os.path.join(self.work, "operator.log"), "ab") as log:
             self.operator = subprocess.Popen(
+                # outside the cluster the operator cannot read the cluster's DNS domain from its
+                # pod's resolv.conf: it is told, as a user running it so would tell it
                 [OPERATOR, "--kubeconfig", self.operator_kubeconfig, "--lease-namespace", "mpijob-system",
-                 "--metrics-addr", "0", "--health-addr", "0"], stdout=log, stderr=subprocess.STDOUT)
+                 "--cluster-domain", "cluster.local", "--metrics-addr", "0", "--health-addr", "0"],
+                stdout=log, stderr=subprocess.STDOUT)
 
     def restart_operator(self, kill=False):
         """Stops the operator (SIGKILL when kill, else SIGTERM) and starts a fresh one."""

@@ -14,8 +14,11 @@ etcd and kube-apiserver alone, on a real API server with the whole simulation (h
 """
 import json
 import os
+import resource
+import stat
 import subprocess
 import sys
+import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -322,6 +325,32 @@ class EndToEnd(JobWaits, unittest.TestCase):
         self.assertTrue(failed.get("reason", "").startswith("BackoffLimitExceeded"), json.dumps(failed))
         self.assertNotIn("-----", msg, "mpirun's frames are left out")
         self.assertIn("no usable device", (j["status"].get("lastLauncherFailure") or {}).get("message", ""))
+
+    def test_rdma_with_a_stand_in_device_shows_what_probe_reports(self):
+        """transport RDMA with devicePath naming a stand-in for /dev/infiniband (a folder holding a
+        uverbs0 character device, which no driver answers): the operator mounts it into the
+        pods and adds IPC_LOCK; `mpijob-worker probe --json` in the launcher sees the device node
+        and the capability, reports the locked-memory limit the node's runtime gives containers
+        (containerd passes on its own, inherited from this process; so does the simulation), and
+        finds no usable port."""
+        ns = self.namespace()
+        dev = tempfile.mkdtemp(prefix="standin-ib-", dir=self.c.work)
+        os.mknod(os.path.join(dev, "uverbs0"), 0o666 | stat.S_IFCHR, os.makedev(231, 192))
+        j = job("standin", ["mpijob-worker", "probe", "--json"], run_policy={"backoffLimit": 0}, transport="RDMA")
+        j["spec"]["networking"]["rdma"] = {"devicePath": dev}
+        self.apply(ns, j)
+        self.wait_state(ns, "standin", ("Failed", "Succeeded"))
+        lines = [x for x in self.launcher_log(ns, "standin").splitlines() if x.startswith('{"devices"')]
+        self.assertTrue(lines, "no probe report in the launcher's log:\n" + self.launcher_log(ns, "standin")[-3000:])
+        report = json.loads(lines[-1])
+        print("\n  probe on %s: memlock %s; /dev/infiniband %s" % (
+            self.c.tier, json.dumps(report["memlock"]), json.dumps(report["dev_infiniband"])), file=sys.stderr)
+        self.assertEqual(report["dev_infiniband"]["uverbs"], 1, json.dumps(report["dev_infiniband"]))
+        self.assertEqual(report["active_ports"], 0)
+        self.assertTrue(report["memlock"]["ipc_lock"], "the operator adds IPC_LOCK: %s" % json.dumps(report["memlock"]))
+        soft = resource.getrlimit(resource.RLIMIT_MEMLOCK)[0]
+        self.assertEqual(report["memlock"]["soft"], "unlimited" if soft == resource.RLIM_INFINITY else soft,
+                         json.dumps(report["memlock"]))
 
     def test_legacy_v1alpha2_manifest_succeeds(self):
         """manifests/examples/mpijob-v1alpha2-legacy.yaml as people have it (v1alpha2, -x NCCL_IB_DISABLE=0

@@ -917,3 +917,37 @@ Test(config, free_null)
     cr_assert_null(kube_config_token(NULL));
     cr_assert_not(kube_config_invalidate_token(NULL));
 }
+
+/* ---- the cluster domain from a pod's resolv.conf ------------------------------------------ */
+
+static int domain_of(const char *resolv, const char *ns, char **out)
+{
+    write_file(tmp_path(0, "resolv.conf"), resolv);
+    return kube_config_cluster_domain(tmp_path(0, "resolv.conf"), ns, out);
+}
+
+Test(config, cluster_domain_from_the_kubelets_search_list, .init = make_tmp_dir, .fini = remove_tmp_dir)
+{
+    char *d = NULL;
+    cr_assert_eq(domain_of("search mpijob-system.svc.cluster.local svc.cluster.local cluster.local\n"
+                           "nameserver 10.96.0.10\noptions ndots:5\n", "mpijob-system", &d), 0);
+    cr_assert_str_eq(d, "cluster.local");
+    free(d);
+    /* a custom domain, a trailing dot, a pod's own extra search first, tabs */
+    cr_assert_eq(domain_of("nameserver 10.0.0.10\nsearch\tx.example  team-a.svc.corp.example.  svc.corp.example\n",
+                           "team-a", &d), 0);
+    cr_assert_str_eq(d, "corp.example");
+    free(d);
+}
+
+Test(config, cluster_domain_absent_outside_a_pod, .init = make_tmp_dir, .fini = remove_tmp_dir)
+{
+    char *d = NULL;
+    cr_assert_eq(domain_of("nameserver 192.168.1.1\nsearch lan\n", "default", &d), KUBE_ENOTFOUND);
+    cr_assert_null(d);
+    /* another namespace's entry is not this pod's; "<ns>.svc." alone names no domain */
+    cr_assert_eq(domain_of("search other.svc.cluster.local default.svc.\n", "default", &d), KUBE_ENOTFOUND);
+    cr_assert_eq(domain_of("", "default", &d), KUBE_ENOTFOUND);
+    cr_assert_eq(kube_config_cluster_domain(tmp_path(1, "missing"), "default", &d), KUBE_ECONFIG);
+    cr_assert_eq(kube_config_cluster_domain(tmp_path(1, "missing"), "", &d), KUBE_EINVAL);
+}
