@@ -526,6 +526,26 @@ static bool scan_launcher_pods(struct planner *pl, struct workers_seen *w, struc
     return attempt;
 }
 
+/* A launcher that fails because a worker died (evicted, OOM-killed, its node lost) usually fails
+ * a moment before the worker's Failed status reaches the API server: mpirun sees its daemon go
+ * at once, while a kubelet writes the pod's status after killing it. So the job's failure is
+ * decided this many seconds after the launcher Job's, and a worker's failure seen meanwhile (the
+ * cause) is the one reported. */
+#define LAUNCHER_FAILURE_SETTLE_S 5
+
+/* Seconds since the launcher Job's Failed condition turned True; -1 when it has no time. */
+static long long launcher_failed_for(const struct planner *pl, const cJSON *lj)
+{
+    const cJSON *c;
+    cJSON_ArrayForEach(c, json_path(lj, "status.conditions")) {
+        const char *t = json_string(c, "type"), *at = json_string(c, "lastTransitionTime");
+        time_t then;
+        if (t && strcmp(t, "Failed") == 0 && at && clock_parse_rfc3339(at, &then) == 0)
+            return (long long)(pl->in->now - then);
+    }
+    return -1;
+}
+
 /* Succeeded, Failed, Restarting or Running, from the launcher Job and its pods. */
 static void plan_launcher_state(struct planner *pl, struct workers_seen *w, struct replica_counts *lc)
 {
@@ -544,12 +564,15 @@ static void plan_launcher_state(struct planner *pl, struct workers_seen *w, stru
     }
     bool attempt = scan_launcher_pods(pl, w, lc, last, last_pod, sizeof(last_pod));
     add_launcher_job_counts(lj, lc);
+    long long failed_for = js == JOB_FAILED ? launcher_failed_for(pl, lj) : -1;
     cJSON_Delete(lj);
     bool suspended = job->run_policy.suspend;
     char msg[3000];
     if (js == JOB_COMPLETE) {
         snprintf(msg, sizeof(msg), "MPIJob %s/%s successfully completed.", job->namespace, job->name);
         finish(pl, true, "MPIJobSucceeded", msg);
+    } else if (js == JOB_FAILED && failed_for >= 0 && failed_for < LAUNCHER_FAILURE_SETTLE_S) {
+        requeue_in(pl, LAUNCHER_FAILURE_SETTLE_S - failed_for);
     } else if (js == JOB_FAILED) {
         launcher_failed(pl, reason, message);
     } else if (js == JOB_ACTIVE && !suspended && last->failed && !attempt) {

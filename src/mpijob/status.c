@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "util/clock.h"
 #include "util/json.h"
 
 static cJSON *conditions_of(cJSON *status)
@@ -291,11 +292,28 @@ void status_tidy_message(char *dst, size_t len, const char *src)
     dst[o] = '\0';
 }
 
-/* The terminated state that explains a container's failure: the current one, else the last. */
-static const cJSON *failed_run(const cJSON *cs)
+/* When the pod's deletion was asked for (deletionTimestamp less the grace period), 0 when it is
+ * not being deleted. */
+static time_t deletion_asked_at(const cJSON *pod)
+{
+    const char *at = json_string(pod, "metadata.deletionTimestamp");
+    time_t t;
+    if (!at || clock_parse_rfc3339(at, &t) < 0)
+        return 0;
+    return t - (time_t)json_int(pod, "metadata.deletionGracePeriodSeconds", 0);
+}
+
+/* The terminated state that explains a container's failure: the current one, else the last.
+ * A run that ended after the pod's deletion was asked for was stopped by it (a Job controller
+ * deletes the pod of a Job out of retries, whose container the kubelet may have just started
+ * again): it says nothing of why the job failed, and the run before it does. */
+static const cJSON *failed_run(const cJSON *cs, time_t deleted_at)
 {
     const cJSON *term = json_path(cs, "state.terminated");
-    if (term && json_int(term, "exitCode", 0) != 0)
+    const char *finished = json_string(term, "finishedAt");
+    time_t t;
+    bool stopped_by_deletion = deleted_at && finished && clock_parse_rfc3339(finished, &t) == 0 && t >= deleted_at;
+    if (term && json_int(term, "exitCode", 0) != 0 && !stopped_by_deletion)
         return term;
     term = json_path(cs, "lastState.terminated");
     if (term && json_int(term, "exitCode", 0) != 0)
@@ -318,8 +336,9 @@ static bool failure_of(const cJSON *pod, char *reason, size_t reason_len, char *
         return evicted;
     }
     const cJSON *cs;
+    time_t deleted_at = deletion_asked_at(pod);
     cJSON_ArrayForEach(cs, json_path(pod, "status.containerStatuses")) {
-        const cJSON *term = failed_run(cs);
+        const cJSON *term = failed_run(cs, deleted_at);
         if (!term)
             continue;
         long long code = json_int(term, "exitCode", 0);
@@ -352,8 +371,9 @@ void pod_run_of(const cJSON *pod, struct pod_run *out)
     enum pod_state st = pod_state_of(pod);
     bool stopped = false; /* a container is down after a failed run: terminated, or waiting to restart */
     const cJSON *cs;
+    time_t deleted_at = deletion_asked_at(pod);
     cJSON_ArrayForEach(cs, json_path(pod, "status.containerStatuses")) {
-        if (!failed_run(cs))
+        if (!failed_run(cs, deleted_at))
             continue;
         out->failed = true;
         if (!json_path(cs, "state.running"))

@@ -476,7 +476,10 @@ def real_node_flags(args):
     to the nodes' relay (its own would be 127.0.0.1, which no EndpointSlice may name)."""
     if not getattr(args, "control_plane", False) or not real_nodes_assets():
         return []
-    return ["--kubelet-preferred-address-types=InternalIP", "--endpoint-reconciler-type=none"]
+    # A node that is lost has its pods evicted 10 s after it turns NotReady or unreachable
+    # (the default, 300 s, is for clusters whose nodes come back; a test would wait minutes).
+    return ["--kubelet-preferred-address-types=InternalIP", "--endpoint-reconciler-type=none",
+            "--default-not-ready-toleration-seconds=10", "--default-unreachable-toleration-seconds=10"]
 
 
 def serviceaccount_admission(args):

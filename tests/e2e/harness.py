@@ -411,6 +411,26 @@ class LocalCluster:
         return "".join(text for _, text in self.pod_logs(ns, name + "-launcher-"))
 
     # ---------------------------------------------------------------- faults
+    def lose_node(self, name):
+        """Real nodes: the node goes as a machine that dies does: its kubelet and kube-proxy stop,
+        every container on it is killed, containerd stops and its network link goes down. The
+        control plane learns it only from the kubelet's silence."""
+        node = next(n for n in self.nodes if n["name"] == name)
+        for daemon in ("kubelet", "kube-proxy"):
+            try:
+                os.kill(node["pids"][daemon], signal.SIGKILL)
+            except (KeyError, ProcessLookupError):
+                pass
+        ctr = ["ctr", "--address", node["containerd"], "--connect-timeout", "5s", "-n", "k8s.io"]
+        tasks = subprocess.run(ctr + ["tasks", "ls", "-q"], capture_output=True, text=True, timeout=60)
+        for task in tasks.stdout.split() if tasks.returncode == 0 else []:
+            subprocess.run(ctr + ["tasks", "kill", "-a", "-s", "KILL", task], capture_output=True, timeout=60)
+        try:
+            os.kill(node["pids"]["containerd"], signal.SIGKILL)
+        except (KeyError, ProcessLookupError):
+            pass
+        subprocess.run(["ip", "link", "set", node["hostInterface"], "down"], check=True)
+
     def evict_pod(self, ns, name):
         """Has the pod's node evict it, as a kubelet does under resource pressure; returns the
         words of the kubelet's message a test can look for. The simulation's kubelet is told to

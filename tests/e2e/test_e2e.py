@@ -22,7 +22,7 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import ROOT, LocalCluster, control_plane_assets, missing  # noqa: E402
+from harness import ROOT, LocalCluster, control_plane_assets, missing, real_nodes_assets  # noqa: E402
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
 from deadline import wait_for  # noqa: E402
@@ -78,6 +78,14 @@ class JobWaits:
         if check and r.returncode != 0:
             self.fail("kubectl %s: %s%s" % (" ".join(args), r.stdout, r.stderr))
         return r
+
+    def apply(self, ns, obj):
+        self.kubectl("apply", "-n", ns, "-f", "-", stdin=json.dumps(obj))
+
+    def summary(self, ns, name):
+        lines = [x for x in self.launcher_log(ns, name).splitlines() if '"event":"summary"' in x]
+        self.assertTrue(lines, "no training summary in the launcher's log:\n" + self.launcher_log(ns, name)[-3000:])
+        return json.loads(lines[-1])
 
     def mpijob(self, ns, name):
         r = self.kubectl("get", "mpijob", name, "-n", ns, "-o", "json", check=False)
@@ -142,14 +150,6 @@ class EndToEnd(JobWaits, unittest.TestCase):
         ns = "e2e-" + self._testMethodName[5:].replace("_", "-")[:40]
         self.kubectl("create", "namespace", ns)
         return ns
-
-    def apply(self, ns, obj):
-        self.kubectl("apply", "-n", ns, "-f", "-", stdin=json.dumps(obj))
-
-    def summary(self, ns, name):
-        lines = [x for x in self.launcher_log(ns, name).splitlines() if '"event":"summary"' in x]
-        self.assertTrue(lines, "no training summary in the launcher's log:\n" + self.launcher_log(ns, name)[-3000:])
-        return json.loads(lines[-1])
 
     def start_training(self, ns, name, steps, run_policy, launcher_waits=True, worker_limits=None):
         """Applies a long training job and waits until it really runs (the launcher has logged
@@ -411,6 +411,68 @@ class EndToEnd(JobWaits, unittest.TestCase):
         r = self.kubectl("describe", "mpijob", "noimage", "-n", ns)
         self.assertIn("ImagePullBackOff", r.stdout)
         self.kubectl("delete", "mpijob", "noimage", "-n", ns)
+
+
+def node_lost_missing():
+    """Why a node cannot be lost here: the simulation has one node, which no node lifecycle
+    controller watches."""
+    if not real_nodes_assets():
+        return ("needs real nodes (KUBEBUILDER_ASSETS with the control plane and kubelet, kube-proxy "
+                "and coredns): the simulation has one node and no node lifecycle controller")
+    return missing()
+
+
+@unittest.skipIf(node_lost_missing(), node_lost_missing())
+class NodeLost(JobWaits, unittest.TestCase):
+    """A node that dies under a running job, on a cluster of its own (it ends with one node)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.c = LocalCluster(prefix="mpijob-e2e-nodelost-")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.c.stop()
+
+    def test_node_lost_mid_training_the_job_succeeds_on_the_remaining_node(self):
+        """Real nodes: the node of one worker dies mid-training (kubelet, containers, containerd
+        and network gone). The node lifecycle controller marks it NotReady and evicts its pods
+        (after the 10 s tolerations launch.py sets); the machine being gone for good, its Node is
+        deleted as a cloud's node controller deletes a vanished instance's, and the pod garbage
+        collector removes the pods left on it. The operator replaces the worker, the launcher is
+        retried within the backoff limit, and the job Succeeds on the remaining node."""
+        ns = "e2e-node-lost"
+        self.kubectl("create", "namespace", ns)
+        first, lost = self.c.nodes[0]["name"], self.c.nodes[1]["name"]
+        j = job("castaway", mpirun("train", "--steps", "30000", "--log-every", "2000"),
+                run_policy={"backoffLimit": 6})
+        specs = j["spec"]["mpiReplicaSpecs"]
+        specs["Launcher"]["template"]["spec"]["nodeSelector"] = {"kubernetes.io/hostname": first}
+        specs["Worker"]["template"]["spec"]["topologySpreadConstraints"] = [{
+            "maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule",
+            "nodeTaintsPolicy": "Honor",
+            "labelSelector": {"matchLabels": {"training.kubeflow.org/job-name": "castaway",
+                                              "training.kubeflow.org/job-role": "worker"}}}]
+        self.apply(ns, j)
+        self.wait_state(ns, "castaway", ("Running",))
+        wait_for("castaway's training started", lambda: '"event":"start"' in self.launcher_log(ns, "castaway"),
+                 TIMEOUT, interval=0.2, describe=lambda: self.describe_job(ns, "castaway"))
+        on_lost = [p["metadata"]["name"] for p in self.pods(ns) if p["spec"].get("nodeName") == lost]
+        self.assertEqual(len(on_lost), 1, "one worker on %s: %s" % (lost, self.pod_states(ns)))
+        self.c.lose_node(lost)
+
+        def node_ready():
+            r = self.kubectl("get", "node", lost, "-o",
+                             "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}", check=False)
+            return r.stdout.strip() or "absent"
+        wait_for("node %s no longer Ready" % lost, lambda: node_ready() != "True", 180, interval=1,
+                 describe=node_ready)
+        self.kubectl("delete", "node", lost)
+        j = self.wait_state(ns, "castaway", ("Succeeded", "Failed"), timeout=600)
+        self.assertEqual(j["status"]["state"], "Succeeded", self.describe_job(ns, "castaway"))
+        self.assertTrue(self.summary(ns, "castaway")["weights_identical"])
+        self.assertGreaterEqual(len(self.c.pod_names_created_twice(ns, lambda n: n in on_lost)), 1,
+                                "the lost worker was created again")
 
 
 def chart_missing():

@@ -333,6 +333,7 @@ static void check(const struct plan_case *c)
 #define COMPLETE_CONDITIONS "\"conditions\":[{\"type\":\"Complete\",\"status\":\"True\"}]"
 #define COMPLETE "{" COMPLETE_CONDITIONS "}"
 #define BACKOFF "{\"conditions\":[{\"type\":\"Failed\",\"status\":\"True\",\"reason\":\"BackoffLimitExceeded\",\"message\":\"Job has reached the specified backoff limit\"}]}"
+#define BACKOFF_AT(t) "{\"conditions\":[{\"type\":\"Failed\",\"status\":\"True\",\"reason\":\"BackoffLimitExceeded\",\"message\":\"Job has reached the specified backoff limit\",\"lastTransitionTime\":\"" t "\"}]}"
 
 static const struct plan_case cases[] = {
     {.name = "a new job: status, event, then every object in SPEC order",
@@ -375,6 +376,21 @@ static const struct plan_case cases[] = {
      .replicas = 1, .status = STATUS_RUNNING, .have = ALL_OBJECTS, .workers = {W(0, "Succeeded", false)},
      .launcher_status = BACKOFF,
      .expect = {"write status", "event Warning MPIJobFailed"},
+     .conditions = "Created=True/MPIJobCreated Running=False/MPIJobRunning Failed=True/BackoffLimitExceeded"},
+    {.name = "launcher out of retries 2 s ago: the job's failure waits for a worker's, its usual cause",
+     .replicas = 2, .status = STATUS_RUNNING, .have = ALL_OBJECTS, .workers = RUNNING_WORKERS,
+     .launcher_status = BACKOFF_AT("2027-01-15T07:59:58Z"),
+     .expect = {"write status", "replace ConfigMap pi-config"}, .requeue_ms = 3000,
+     .conditions = "Created=True/MPIJobCreated Running=True/MPIJobRunning"},
+    {.name = "a worker's failure seen while the launcher's settles is the job's reason",
+     .replicas = 2, .run_policy = "\"backoffLimit\":0", .status = STATUS_RUNNING, .have = ALL_OBJECTS,
+     .workers = {W(0, "Running", true), W(1, "Failed", false)}, .launcher_status = BACKOFF_AT("2027-01-15T07:59:58Z"),
+     .expect = {"write status", "event Warning MPIJobFailed", "delete Pod pi-worker-1", "delete Pod pi-worker-0"},
+     .conditions = "Created=True/MPIJobCreated Running=False/MPIJobRunning Failed=True/WorkerFailed"},
+    {.name = "launcher out of retries 5 s ago, no worker failed: Failed with the Job's reason",
+     .replicas = 2, .status = STATUS_RUNNING, .have = ALL_OBJECTS, .workers = RUNNING_WORKERS,
+     .launcher_status = BACKOFF_AT("2027-01-15T07:59:55Z"),
+     .expect = {"write status", "event Warning MPIJobFailed", "delete Pod pi-worker-0", "delete Pod pi-worker-1"},
      .conditions = "Created=True/MPIJobCreated Running=False/MPIJobRunning Failed=True/BackoffLimitExceeded"},
     {.name = "a finished job's workers are counted as they now are",
      .replicas = 2, .status = SUCCEEDED_LONG_AGO, .have = ALL_OBJECTS,

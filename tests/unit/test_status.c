@@ -210,3 +210,42 @@ Test(status, pod_runs_of_a_restarting_launcher)
     cr_assert(!run.failed && !run.in_progress);
     cJSON_Delete(p);
 }
+
+/* A Job out of retries has its pod deleted; the kubelet had just started the container again
+ * (restartPolicy OnFailure), and that run, stopped by the deletion, ended in a crash dump. The
+ * run before it says why the job failed. */
+Test(status, a_run_stopped_by_the_pods_deletion_is_not_the_failure)
+{
+    struct pod_run run;
+    cJSON *p = cJSON_Parse(
+        "{\"metadata\":{\"deletionTimestamp\":\"2026-01-01T00:00:40Z\",\"deletionGracePeriodSeconds\":30},"
+        "\"status\":{\"phase\":\"Running\",\"containerStatuses\":[{\"name\":\"l\","
+        "\"state\":{\"terminated\":{\"exitCode\":139,\"finishedAt\":\"2026-01-01T00:00:11Z\",\"message\":\"Segmentation fault\"}},"
+        "\"lastState\":{\"terminated\":{\"exitCode\":1,\"finishedAt\":\"2026-01-01T00:00:09Z\",\"message\":\"no usable device\"}}}]}}");
+    pod_run_of(p, &run);
+    cr_assert(run.failed);
+    cr_assert_str_eq(run.message, "container l exited with code 1: no usable device");
+    cr_assert_str_eq(run.finished_at, "2026-01-01T00:00:09Z");
+    char reason[64], message[256];
+    pod_failure(p, reason, sizeof(reason), message, sizeof(message));
+    cr_assert_str_eq(message, "container l exited with code 1: no usable device");
+    cJSON_Delete(p);
+
+    /* a run that failed before the deletion was asked for is the failure */
+    p = cJSON_Parse(
+        "{\"metadata\":{\"deletionTimestamp\":\"2026-01-01T00:00:40Z\",\"deletionGracePeriodSeconds\":30},"
+        "\"status\":{\"phase\":\"Failed\",\"containerStatuses\":[{\"name\":\"l\","
+        "\"state\":{\"terminated\":{\"exitCode\":3,\"finishedAt\":\"2026-01-01T00:00:05Z\",\"message\":\"own words\"}}}]}}");
+    pod_run_of(p, &run);
+    cr_assert_str_eq(run.message, "container l exited with code 3: own words");
+    cJSON_Delete(p);
+
+    /* the only run was stopped by the deletion: no failure of the job's own */
+    p = cJSON_Parse(
+        "{\"metadata\":{\"deletionTimestamp\":\"2026-01-01T00:00:40Z\",\"deletionGracePeriodSeconds\":30},"
+        "\"status\":{\"phase\":\"Running\",\"containerStatuses\":[{\"name\":\"l\","
+        "\"state\":{\"terminated\":{\"exitCode\":143,\"finishedAt\":\"2026-01-01T00:00:12Z\"}}}]}}");
+    pod_run_of(p, &run);
+    cr_assert(!run.failed);
+    cJSON_Delete(p);
+}

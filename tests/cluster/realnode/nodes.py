@@ -468,7 +468,8 @@ class RealNodes:
                     raise
         self.wait("CoreDNS available", self.coredns_ready)
         info = [{"name": n.name, "ip": n.net.ip, "podCIDR": n.net.pod_cidr, "namespace": n.net.ns,
-                 "containerd": n.socket, "podLogsDir": n.path("pod-logs")} for n in self.nodes]
+                 "hostInterface": n.net.host_if, "containerd": n.socket, "podLogsDir": n.path("pod-logs"),
+                 "pids": {d.name: d.proc.pid for d in n.daemons.values()}} for n in self.nodes]
         write_atomic(os.path.join(self.state_dir, "nodes.json"), json.dumps(info, indent=1) + "\n")
         write_atomic(os.path.join(self.state_dir, "ready"), "%d\n" % os.getpid())
         log.info("%d real nodes up in %.1f s: %s", len(self.nodes), time.monotonic() - t0,
