@@ -609,7 +609,7 @@ struct env_default {
 /* What makes mpirun use the hostfile and reach the workers' sshd, per implementation. Open MPI
  * 5 replaced ORTE with PRRTE, which ignores the orte_* names and would otherwise run every rank
  * on the launcher; each version ignores the other's variables, so both sets are given. */
-static int add_mpi_env(const struct mpijob *job, struct pod *p)
+static int add_mpi_env(const struct mpijob *job, struct pod *p, bool host_network)
 {
     char slots[16];
     snprintf(slots, sizeof(slots), "%d", job->slots_per_worker);
@@ -646,6 +646,14 @@ static int add_mpi_env(const struct mpijob *job, struct pod *p)
     int rc = 0;
     for (; rc == 0 && vars->name; vars++)
         rc = env_default(p, vars->name, vars->value);
+    /* Hydra's proxies on the workers call back to mpiexec by the launcher's host name, which
+     * cluster DNS publishes only once the launcher pod is Ready: a moment after mpiexec started
+     * them, and a miss is cached for 30 s. Named by its interface, Hydra gives them its address. */
+    const char *iface = job->networking.interface ? job->networking.interface : "eth0";
+    if (rc == 0 && !host_network && job->implementation == MPI_MPICH)
+        rc = env_default(p, "HYDRA_IFACE", iface);
+    if (rc == 0 && !host_network && job->implementation == MPI_INTEL)
+        rc = env_default(p, "I_MPI_HYDRA_IFACE", iface);
     return rc;
 }
 
@@ -662,7 +670,7 @@ static int launcher_pod_template(const struct mpijob *job, const struct mpijob_o
     if (rc == 0)
         rc = env_default(&p, ENV_ROLE, ROLE_NAME_LAUNCHER);
     if (rc == 0)
-        rc = add_mpi_env(job, &p);
+        rc = add_mpi_env(job, &p, cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(p.spec, "hostNetwork")));
     /* A launcher that only runs mpirun must not take the node's GPUs through a runtime that
      * exposes all of them by default; one that is a worker needs its own. */
     if (rc == 0 && !job->run_launcher_as_worker)
