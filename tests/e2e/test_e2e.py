@@ -327,9 +327,9 @@ class EndToEnd(JobWaits, unittest.TestCase):
         self.assertIn("no usable device", (j["status"].get("lastLauncherFailure") or {}).get("message", ""))
 
     def test_rdma_with_a_stand_in_device_shows_what_probe_reports(self):
-        """transport RDMA with devicePath naming a stand-in for /dev/infiniband (a folder holding a
-        uverbs0 character device, which no driver answers): the operator mounts it into the
-        pods and adds IPC_LOCK; `mpijob-worker probe --json` in the launcher sees the device node
+        """transport RDMA with a stand-in for /dev/infiniband (a folder holding a uverbs0
+        character device, which no driver answers) that the launcher's template mounts there
+        itself; the operator keeps that mount and adds IPC_LOCK; `mpijob-worker probe --json` in the launcher sees the device node
         and the capability, reports the locked-memory limit the node's runtime gives containers
         (containerd passes on its own, inherited from this process; so does the simulation), and
         finds no usable port."""
@@ -337,7 +337,10 @@ class EndToEnd(JobWaits, unittest.TestCase):
         dev = tempfile.mkdtemp(prefix="standin-ib-", dir=self.c.work)
         os.mknod(os.path.join(dev, "uverbs0"), 0o666 | stat.S_IFCHR, os.makedev(231, 192))
         j = job("standin", ["mpijob-worker", "probe", "--json"], run_policy={"backoffLimit": 0}, transport="RDMA")
-        j["spec"]["networking"]["rdma"] = {"devicePath": dev}
+        # the launcher's own mount at /dev/infiniband wins over the operator's (devicePath)
+        launcher = j["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
+        launcher["volumes"] = [{"name": "standin", "hostPath": {"path": dev}}]
+        launcher["containers"][0]["volumeMounts"] = [{"name": "standin", "mountPath": "/dev/infiniband"}]
         self.apply(ns, j)
         self.wait_state(ns, "standin", ("Failed", "Succeeded"))
         lines = [x for x in self.launcher_log(ns, "standin").splitlines() if x.startswith('{"devices"')]

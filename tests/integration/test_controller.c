@@ -662,6 +662,8 @@ static void expect_launcher_waits_for_ready_workers(const char *job_name, bool r
     char worker[96], launcher[96];
     snprintf(launcher, sizeof(launcher), "%s-launcher", job_name);
     snprintf(worker, sizeof(worker), "%s-worker-0", job_name);
+    /* each worker as it exists now: after a resume, the cache may show one before the other */
+    cr_assert(wait_exists(&KUBE_PODS, worker));
     set_pod_running(worker);
     cr_assert(wait_active(job_name, "Worker", 1));
     if (resuming)
@@ -669,6 +671,7 @@ static void expect_launcher_waits_for_ready_workers(const char *job_name, bool r
     else
         cr_assert(!exists(&KUBE_JOBS, launcher), "WaitForWorkersReady: no launcher before Ready workers");
     snprintf(worker, sizeof(worker), "%s-worker-1", job_name);
+    cr_assert(wait_exists(&KUBE_PODS, worker));
     set_pod_running(worker);
 }
 
