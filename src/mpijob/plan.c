@@ -432,7 +432,26 @@ struct workers_seen {
     const char *stuck;    /* the first reason a pod's container cannot start (ImagePullBackOff...) */
     char stuck_pod[256];
     char stuck_message[768];
+    /* the first worker a component is disrupting (DisruptionTarget True: the kubelet's eviction,
+     * the taint manager's, the Eviction API, preemption), before its pod has failed */
+    char disrupted_pod[256];
+    char disrupted_message[768];
 };
+
+/* A DisruptionTarget condition that is True: "<reason>: <message>" in out. */
+static bool disruption_of(const cJSON *pod, char *out, size_t len)
+{
+    const cJSON *c;
+    cJSON_ArrayForEach(c, json_path(pod, "status.conditions")) {
+        const char *t = json_string(c, "type"), *st = json_string(c, "status");
+        if (t && st && strcmp(t, "DisruptionTarget") == 0 && strcmp(st, "True") == 0) {
+            const char *r = json_string(c, "reason"), *m = json_string(c, "message");
+            snprintf(out, len, "%s: %s", r ? r : "DisruptionTarget", m ? m : "");
+            return true;
+        }
+    }
+    return false;
+}
 
 static void note_stuck(struct workers_seen *w, const struct kube_object *o, const cJSON *pod)
 {
@@ -455,6 +474,9 @@ static void scan_workers(struct planner *pl, struct workers_seen *w)
         cJSON *pod = kube_object_parse(o);
         enum pod_state state = count_pod(&w->counts, pod);
         note_stuck(w, o, pod);
+        if (!w->disrupted_pod[0] && state != POD_FAILED &&
+            disruption_of(pod, w->disrupted_message, sizeof(w->disrupted_message)))
+            snprintf(w->disrupted_pod, sizeof(w->disrupted_pod), "%s", o->name);
         if (state == POD_RUNNING)
             w->running[w->n_running++] = o->name;
         else if (state == POD_FAILED && !job->run_policy.suspend && !o->deleting)
@@ -571,6 +593,11 @@ static void plan_launcher_state(struct planner *pl, struct workers_seen *w, stru
     if (js == JOB_COMPLETE) {
         snprintf(msg, sizeof(msg), "MPIJob %s/%s successfully completed.", job->namespace, job->name);
         finish(pl, true, "MPIJobSucceeded", msg);
+    } else if (js == JOB_FAILED && w->disrupted_pod[0]) {
+        /* the launcher failed because a worker is being taken away: that is the job's reason */
+        snprintf(msg, sizeof(msg), "MPIJob %s/%s has failed: worker %s was evicted (%s); the launcher then failed: %s",
+                 job->namespace, job->name, w->disrupted_pod, w->disrupted_message, message);
+        finish(pl, false, "MPIJobEvicted", msg);
     } else if (js == JOB_FAILED && failed_for >= 0 && failed_for < LAUNCHER_FAILURE_SETTLE_S) {
         requeue_in(pl, LAUNCHER_FAILURE_SETTLE_S - failed_for);
     } else if (js == JOB_FAILED) {

@@ -120,9 +120,14 @@ static struct kube_object *pod(const struct pod_spec *p, const char *owner)
 {
     char text[1024], uid[300];
     bool failed = strcmp(p->phase, "Failed") == 0;
+    /* "Evicting": Running, with the DisruptionTarget condition a kubelet posts before the kill */
+    bool evicting = strcmp(p->phase, "Evicting") == 0;
     snprintf(text, sizeof(text),
-             "{\"kind\":\"Pod\",\"status\":{\"phase\":\"%s\",\"conditions\":[{\"type\":\"Ready\",\"status\":\"%s\"}]%s}}",
-             p->phase, p->ready ? "True" : "False",
+             "{\"kind\":\"Pod\",\"status\":{\"phase\":\"%s\",\"conditions\":[{\"type\":\"Ready\",\"status\":\"%s\"}%s]%s}}",
+             evicting ? "Running" : p->phase, p->ready ? "True" : "False",
+             evicting ? ",{\"type\":\"DisruptionTarget\",\"status\":\"True\",\"reason\":\"TerminationByKubelet\","
+                        "\"message\":\"Pod ephemeral local storage usage exceeds the total limit of containers 16Mi.\"}"
+                      : "",
              failed ? ",\"containerStatuses\":[{\"name\":\"w\",\"state\":{\"terminated\":{\"exitCode\":137,"
                       "\"reason\":\"OOMKilled\",\"finishedAt\":\"2027-01-15T07:59:30Z\"}}}]"
                     : "");
@@ -387,6 +392,11 @@ static const struct plan_case cases[] = {
      .workers = {W(0, "Running", true), W(1, "Failed", false)}, .launcher_status = BACKOFF_AT("2027-01-15T07:59:58Z"),
      .expect = {"write status", "event Warning MPIJobFailed", "delete Pod pi-worker-1", "delete Pod pi-worker-0"},
      .conditions = "Created=True/MPIJobCreated Running=False/MPIJobRunning Failed=True/WorkerFailed"},
+    {.name = "launcher out of retries while a worker is being evicted: the eviction is the job's reason",
+     .replicas = 2, .status = STATUS_RUNNING, .have = ALL_OBJECTS,
+     .workers = {W(0, "Running", true), W(1, "Evicting", false)}, .launcher_status = BACKOFF_AT("2027-01-15T07:59:59Z"),
+     .expect = {"write status", "event Warning MPIJobFailed", "delete Pod pi-worker-0", "delete Pod pi-worker-1"},
+     .conditions = "Created=True/MPIJobCreated Running=False/MPIJobRunning Failed=True/MPIJobEvicted"},
     {.name = "launcher out of retries 5 s ago, no worker failed: Failed with the Job's reason",
      .replicas = 2, .status = STATUS_RUNNING, .have = ALL_OBJECTS, .workers = RUNNING_WORKERS,
      .launcher_status = BACKOFF_AT("2027-01-15T07:59:55Z"),
