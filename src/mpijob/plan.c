@@ -396,8 +396,8 @@ static bool plan_deadline(struct planner *pl)
     return true;
 }
 
-/* A worker that ended Failed while the job runs is deleted, so the next reconcile creates it
- * afresh and the launcher's retry finds a complete set (the reference never does this, so its
+/* A worker that ended (Failed, or Succeeded: see below) while the job runs is deleted, so the
+ * next reconcile creates it afresh and the launcher's retry finds a complete set (the reference never does this, so its
  * retries are futile). Replacements count against backoffLimit, kept in status.workerRestarts. */
 static void replace_failed_worker(struct planner *pl, int index, const cJSON *pod)
 {
@@ -408,7 +408,15 @@ static void replace_failed_worker(struct planner *pl, int index, const cJSON *po
     if (pl->in->worker_counted && pl->in->worker_counted[index])
         return; /* counted before; only its deletion is still to do */
     char reason[128], message[512];
-    bool evicted = pod_failure(pod, reason, sizeof(reason), message, sizeof(message));
+    bool evicted = false;
+    if (pod_state_of(pod) == POD_SUCCEEDED) {
+        /* sshd exits 0 on SIGTERM: a worker stopped by its node (a kubelet's eviction, which
+         * then reports the pod Succeeded with no reason) looks like one that completed */
+        snprintf(reason, sizeof(reason), "Completed");
+        snprintf(message, sizeof(message), "its containers exited 0 while the job ran: stopped, not done");
+    } else {
+        evicted = pod_failure(pod, reason, sizeof(reason), message, sizeof(message));
+    }
     long long restarts = json_int(pl->status, "workerRestarts", 0) + 1;
     cJSON_DeleteItemFromObjectCaseSensitive(pl->status, "workerRestarts");
     cJSON_AddNumberToObject(pl->status, "workerRestarts", (double)restarts);
@@ -479,8 +487,8 @@ static void scan_workers(struct planner *pl, struct workers_seen *w)
             snprintf(w->disrupted_pod, sizeof(w->disrupted_pod), "%s", o->name);
         if (state == POD_RUNNING)
             w->running[w->n_running++] = o->name;
-        else if (state == POD_FAILED && !job->run_policy.suspend && !o->deleting)
-            replace_failed_worker(pl, i, pod);
+        else if ((state == POD_FAILED || state == POD_SUCCEEDED) && !job->run_policy.suspend && !o->deleting)
+            replace_failed_worker(pl, i, pod); /* a worker serves until the job ends: one that ended failed */
         cJSON_Delete(pod);
     }
     if (w->counts.ready < workers)

@@ -432,11 +432,15 @@ class LocalCluster:
         subprocess.run(["ip", "link", "set", node["hostInterface"], "down"], check=True)
 
     def evict_pod(self, ns, name):
-        """Has the pod's node evict it, as a kubelet does under resource pressure; returns the
-        words of the kubelet's message a test can look for. The simulation's kubelet is told to
-        (memory pressure); a real one is made to: the pod's container (which needs an
-        ephemeral-storage limit of at most 32Mi) writes past its limit, and the kubelet's eviction
-        manager evicts the pod on its next round."""
+        """Has the pod's node evict it, as a kubelet does under resource pressure; returns (the
+        MPIJob's Failed reason, words of its message) to expect once that fails the job. The
+        simulation's kubelet is told to (memory pressure) and reports the pod Failed, reason
+        Evicted. A real one is made to: the pod's container (which needs an ephemeral-storage
+        limit of at most 32Mi) writes past its limit, and the kubelet's eviction manager stops
+        the pod on its next round. Kubelet 1.32 then reports the pod as its containers ended:
+        sshd exits 0 on SIGTERM, so the worker is Succeeded, with no reason and no
+        DisruptionTarget condition; the operator treats a worker that ends while the job runs
+        as failed (docs/internals/real-nodes.md)."""
         if not self.real_nodes:
             sys.path.insert(0, os.path.join(ROOT, "tests", "cluster"))
             import control  # noqa: E402 (tests/cluster)
@@ -444,11 +448,11 @@ class LocalCluster:
                                   message="The node was low on resource: memory.")
             if not ans.get("ok"):
                 raise RuntimeError("evict %s/%s: %s" % (ns, name, ans))
-            return "low on resource: memory"
+            return "MPIJobEvicted", "low on resource: memory"
         r = self.kubectl("exec", "-n", ns, name, "--", "sh", "-c", "head -c 64M /dev/zero > /var/tmp/fill")
         if r.returncode != 0:
             raise RuntimeError("filling %s/%s's storage: %s" % (ns, name, r.stderr))
-        return "ephemeral"
+        return "WorkerFailed", "exited 0 while the job ran"
 
     def kill_pod(self, ns, name):
         """SIGKILL to the pod's containers, from its node: the simulation's kubelet does it, or on
