@@ -399,7 +399,7 @@ static bool plan_deadline(struct planner *pl)
 /* A worker that ended (Failed, or Succeeded: see below) while the job runs is deleted, so the
  * next reconcile creates it afresh and the launcher's retry finds a complete set (the reference never does this, so its
  * retries are futile). Replacements count against backoffLimit, kept in status.workerRestarts. */
-static void replace_failed_worker(struct planner *pl, int index, const cJSON *pod)
+static void replace_failed_worker(struct planner *pl, int index, const cJSON *pod, enum pod_state state)
 {
     const struct kube_object *obj = pl->in->workers[index].obj;
     struct action *del = delete(pl, &pl->decided, &KUBE_PODS, obj);
@@ -409,7 +409,7 @@ static void replace_failed_worker(struct planner *pl, int index, const cJSON *po
         return; /* counted before; only its deletion is still to do */
     char reason[128], message[512];
     bool evicted = false;
-    if (pod_state_of(pod) == POD_SUCCEEDED) {
+    if (state == POD_SUCCEEDED) {
         /* sshd exits 0 on SIGTERM: a worker stopped by its node (a kubelet's eviction, which
          * then reports the pod Succeeded with no reason) looks like one that completed */
         snprintf(reason, sizeof(reason), "Completed");
@@ -488,7 +488,7 @@ static void scan_workers(struct planner *pl, struct workers_seen *w)
         if (state == POD_RUNNING)
             w->running[w->n_running++] = o->name;
         else if ((state == POD_FAILED || state == POD_SUCCEEDED) && !job->run_policy.suspend && !o->deleting)
-            replace_failed_worker(pl, i, pod); /* a worker serves until the job ends: one that ended failed */
+            replace_failed_worker(pl, i, pod, state); /* a worker serves until the job ends: one that ended failed */
         cJSON_Delete(pod);
     }
     if (w->counts.ready < workers)

@@ -61,11 +61,13 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))   # the modules beside this file
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support"))
 import rbac  # noqa: E402  (tests/apiserver/rbac.py: RBAC authorization)
 from api import MPIJOB_CRD_FILE, Api  # noqa: E402
 from controllers import KUBERNETES_SERVICE_IP, KUBERNETES_SERVICE_PORT  # noqa: E402
 from crds import kind_from_crd, load_crd_file  # noqa: E402
 from http_server import MAX_DEPTH, ServerHost  # noqa: E402
+from atomic import write_atomic  # noqa: E402  (tests/support)
 
 
 # --------------------------------------------------------------------------------------------
@@ -156,13 +158,6 @@ def kubernetes_service_info(port):
 
 def info_json(port):
     return {"kind": "double", "kubernetesService": kubernetes_service_info(port)}
-
-
-def write_atomic(path, text):
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
 
 
 def main(argv=None):

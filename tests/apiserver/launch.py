@@ -45,19 +45,13 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tests", "support"))
+from atomic import write_atomic  # noqa: E402
 from deadline import scaled  # noqa: E402
 
 # Seconds for the server (and again for the controllers) to be ready, scaled by
 # $MPIJOB_TEST_TIME_SCALE: a real etcd and kube-apiserver starting on a busy 2-core machine.
 READY_TIMEOUT = scaled(90.0)
 STOP_GRACE = 5.0      # seconds for the children to stop before SIGKILL (tests/support allows 8 in all)
-
-
-def write_atomic(path, text):
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
 
 
 def log(msg):

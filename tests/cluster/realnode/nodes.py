@@ -44,6 +44,7 @@ import config  # noqa: E402
 import coredns  # noqa: E402
 import images  # noqa: E402
 import network  # noqa: E402
+from atomic import write_atomic  # noqa: E402
 from deadline import scaled  # noqa: E402
 from kube import Kube, KubeError, _load_kubeconfig as load_kubeconfig  # noqa: E402
 
@@ -323,6 +324,8 @@ class LogKeeper:
     def copy(self, path, out):
         done, partial = self.offsets.get(path, (0, b""))
         try:
+            if os.stat(path).st_size <= done:
+                return                   # nothing new: no open, every 0.2 s, for every log
             with open(path, "rb") as f:
                 f.seek(done)
                 data = f.read(4 << 20)
@@ -330,7 +333,6 @@ class LogKeeper:
             return
         if not data:
             return
-        self.offsets[path] = (done + len(data), b"")
         lines = data.split(b"\n")
         tail = lines.pop()               # b"" when data ended with a newline
         text = []
@@ -358,11 +360,11 @@ class LogKeeper:
 
 def cleanup_node(name, node_dir, run_dir):
     """What a node leaves on this machine after its daemons stopped (or died): shims and
-    containers (their cgroups), mounts, the runtime's state."""
+    containers (their cgroups), mounts, the runtime's state. node_dir may be None (unknown)."""
     subprocess.run(["pkill", "-KILL", "-f", "containerd-shim-runc-v2 .*-address %s/" % run_dir],
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     remove_cgroup_root(name)
-    unmount_under([node_dir, run_dir])
+    unmount_under([d for d in (node_dir, run_dir) if d])
     shutil.rmtree(run_dir, ignore_errors=True)
 
 
@@ -451,8 +453,14 @@ class RealNodes:
             t.join()
         if errors:
             raise NodeError("; ".join(errors))
+        # One kubelet at a time, each once its Node is registered: whatever --root-dir says, a
+        # kubelet binds its device-plugin socket at the fixed path
+        # /var/lib/kubelet/device-plugins/kubelet.sock (removing what is there first), and two
+        # starting at once can both find it taken and exit ("address already in use").
         for n in self.nodes:
             n.start_kubelet()
+            self.wait("node %s registered" % n.name,
+                      lambda n=n: self.kube.get("/api/v1/nodes/" + n.name) is not None or "absent")
         log.info("containerd up and images imported on %d nodes (%.1f s)", len(self.nodes), time.monotonic() - t0)
 
         self.wait("every node Ready", self.nodes_ready)
@@ -560,15 +568,8 @@ def sweep_run(info, prefix):
     state_dir = info.get("stateDir") or ""
     for i in range(max(nodes, 1)):
         name = "%s-n%d" % (prefix, i)
-        cleanup_node(name, os.path.join(state_dir, name) if state_dir else "/nonexistent", os.path.join(RUNS_DIR, name))
+        cleanup_node(name, os.path.join(state_dir, name) if state_dir else None, os.path.join(RUNS_DIR, name))
     network.sweep(prefix)
-
-
-def write_atomic(path, text):
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
 
 
 def parse_resources(items):
