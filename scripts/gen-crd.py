@@ -717,6 +717,13 @@ def networking():
             "InfiniBand/RoCE verbs, failing loudly instead of falling back to TCP.")),
         "interface": string(maxLength=15, description=(
             "Network interface for TCP traffic and MPI's own (NCCL_SOCKET_IFNAME).")),
+        "hostNetwork": boolean(description=(
+            "true: launcher and workers on their node's network (hostNetwork, dnsPolicy "
+            "ClusterFirstWithHostNet), e.g. for RoCE or PVRDMA without a secondary-network "
+            "plugin. sshd listens on a port the operator picks per job (annotation "
+            "training.kubeflow.org/ssh-port, env MPIJOB_SSH_PORT), declared as a hostPort, so "
+            "no two pods of a job share a node. Default false; a template saying hostNetwork: "
+            "true has the same effect.")),
         "rdma": obj({
             "devicePath": string(default="/dev/infiniband", maxLength=4096, description=(
                 "Host directory of the RDMA devices, mounted into launcher and workers.")),
@@ -853,7 +860,7 @@ def root_rules():
         "  (!has(self.spec.networking) || self.spec.networking == oldSelf.spec.networking))")
     return [{
         "rule": rule,
-        "message": ("spec.networking (transport, interface, rdma) cannot change until the job "
+        "message": ("spec.networking (transport, interface, hostNetwork, rdma) cannot change until the job "
                     "has finished"),
         "fieldPath": ".spec.networking",
     }]

@@ -33,6 +33,7 @@
 #define DISCOVER_HOSTS_MODE 0555
 /* Rides out a worker whose sshd starts a little after its pod is Running. */
 #define SSH_CONNECT_ARGS "-o ConnectionAttempts=10"
+#define SSH_PORT_NAME "mpijob-ssh"
 #define ENV_ROLE "K_MPI_JOB_ROLE"
 
 const struct kube_resource MPIJOB_RESOURCE_V2BETA1 = {MPIJOB_GROUP, "v2beta1", "mpijobs",
@@ -247,6 +248,28 @@ cJSON *build_service(const struct mpijob *job, const struct mpijob_options *o)
     return svc;
 }
 
+static int put_ssh_port_annotation(cJSON *meta, int port)
+{
+    char text[16];
+    snprintf(text, sizeof(text), "%d", port);
+    cJSON *annotations = NULL;
+    int rc = meta ? json_child(meta, "annotations", false, &annotations) : -EINVAL;
+    return rc < 0 ? rc : json_put_string(annotations, ANNOTATION_SSH_PORT, text);
+}
+
+int mpijob_ssh_port_of(const cJSON *obj)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(obj, "metadata"),
+                                         "annotations"),
+        ANNOTATION_SSH_PORT);
+    if (!cJSON_IsString(v))
+        return 0;
+    char *end = NULL;
+    long port = strtol(v->valuestring, &end, 10);
+    return end != v->valuestring && *end == '\0' && port >= 1 && port <= 65535 ? (int)port : 0;
+}
+
 cJSON *build_configmap(const struct mpijob *job, const struct mpijob_options *o,
                        const char *const *running_workers, size_t n)
 {
@@ -262,6 +285,10 @@ cJSON *build_configmap(const struct mpijob *job, const struct mpijob_options *o,
         rc = json_put_string(data, HOSTFILE_KEY, hostfile);
     if (rc == 0)
         rc = json_put_string(data, DISCOVER_HOSTS_KEY, discover);
+    /* Where a host-network job's port is kept: chosen once, read back by every reconcile. */
+    if (rc == 0 && job->networking.host_network && job->networking.ssh_port > 0)
+        rc = put_ssh_port_annotation(cJSON_GetObjectItemCaseSensitive(cm, "metadata"),
+                                     job->networking.ssh_port);
     free(name);
     free(hostfile);
     free(discover);
@@ -531,8 +558,60 @@ static int add_dns_search(const struct mpijob *job, const struct mpijob_options 
     return rc;
 }
 
+/* A host-network job's pod (SPEC.md section 4): on its node's network, asking cluster DNS
+ * (ClusterFirstWithHostNet) so that the workers' names resolve, with the job's ssh port in
+ * MPIJOB_SSH_PORT (the image's sshd listens on it) and declared as a hostPort. The hostPort is
+ * what keeps pods that would collide apart: the scheduler never puts two pods asking for one
+ * hostPort on one node, so two workers of a job get different nodes (and so does the launcher,
+ * for which mpirun would otherwise take a worker on its own node for itself and start that
+ * worker's ranks in the launcher's container), while jobs with different ports may share
+ * nodes. The template's own choices stay: its dnsPolicy (validation allows only None besides),
+ * a port it already declares, its MPIJOB_SSH_PORT. */
+static int apply_host_network(const struct mpijob *job, struct pod *p)
+{
+    int port = job->networking.ssh_port;
+    if (!job->networking.host_network || port <= 0)
+        return 0;
+    char text[16];
+    snprintf(text, sizeof(text), "%d", port);
+    int rc = json_put_bool(p->spec, "hostNetwork", true);
+    if (rc == 0 && !cJSON_GetObjectItemCaseSensitive(p->spec, "dnsPolicy"))
+        rc = json_put_string(p->spec, "dnsPolicy", "ClusterFirstWithHostNet");
+    if (rc == 0)
+        rc = put_ssh_port_annotation(p->meta, port);
+    if (rc == 0)
+        rc = env_default(p, ENV_SSH_PORT, text);
+    cJSON *ports = NULL, *e;
+    if (rc == 0)
+        rc = json_child(p->container, "ports", true, &ports);
+    bool declared = false, name_taken = false;
+    cJSON_ArrayForEach(e, ports) {
+        const cJSON *cp = cJSON_GetObjectItemCaseSensitive(e, "containerPort");
+        const char *name = json_string(e, "name");
+        declared = declared || (cJSON_IsNumber(cp) && cp->valuedouble == port);
+        name_taken = name_taken || (name && strcmp(name, SSH_PORT_NAME) == 0);
+    }
+    if (rc < 0 || declared)
+        return rc;
+    cJSON *decl = cJSON_CreateObject();
+    rc = decl ? 0 : -ENOMEM;
+    if (rc == 0 && !name_taken)
+        rc = json_put_string(decl, "name", SSH_PORT_NAME);
+    if (rc == 0)
+        rc = json_put_number(decl, "containerPort", port);
+    if (rc == 0)
+        rc = json_put_number(decl, "hostPort", port);
+    if (rc == 0)
+        rc = json_put_string(decl, "protocol", "TCP");
+    if (rc < 0) {
+        cJSON_Delete(decl);
+        return rc;
+    }
+    return json_append(ports, decl);
+}
+
 /* The image's entrypoint is not sshd in general; a worker that says nothing else runs it. */
-static int default_to_sshd(struct pod *p)
+static int default_to_sshd(const struct mpijob *job, struct pod *p)
 {
     bool no_command = true, no_args = true;
     int rc = json_array_is_empty(p->container, "command", &no_command);
@@ -544,6 +623,13 @@ static int default_to_sshd(struct pod *p)
     rc = command ? json_append_string(command, "/usr/sbin/sshd") : -ENOMEM;
     if (rc == 0)
         rc = json_append_string(command, "-De");
+    if (rc == 0 && job->networking.host_network && job->networking.ssh_port > 0) {
+        char port[16];
+        snprintf(port, sizeof(port), "%d", job->networking.ssh_port);
+        rc = json_append_string(command, "-p");
+        if (rc == 0)
+            rc = json_append_string(command, port);
+    }
     if (rc < 0) {
         cJSON_Delete(command);
         return rc;
@@ -572,7 +658,9 @@ int build_worker_pod(const struct mpijob *job, const struct mpijob_options *o, i
     if (rc == 0)
         rc = add_dns_search(job, o, &p);
     if (rc == 0)
-        rc = default_to_sshd(&p);
+        rc = apply_host_network(job, &p);
+    if (rc == 0)
+        rc = default_to_sshd(job, &p);
     if (rc == 0)
         rc = env_default(&p, ENV_ROLE, ROLE_NAME_WORKER);
     if (rc == 0)
@@ -608,26 +696,32 @@ struct env_default {
 
 /* What makes mpirun use the hostfile and reach the workers' sshd, per implementation. Open MPI
  * 5 replaced ORTE with PRRTE, which ignores the orte_* names and would otherwise run every rank
- * on the launcher; each version ignores the other's variables, so both sets are given. */
-static int add_mpi_env(const struct mpijob *job, struct pod *p, bool host_network)
+ * on the launcher; each version ignores the other's variables, so both sets are given. On the
+ * host network, every implementation's ssh arguments also carry the job's port. */
+static int add_mpi_env(const struct mpijob *job, struct pod *p)
 {
-    char slots[16];
+    char slots[16], ssh_args[64];
     snprintf(slots, sizeof(slots), "%d", job->slots_per_worker);
+    bool host_network = job->networking.host_network && job->networking.ssh_port > 0;
+    if (host_network)
+        snprintf(ssh_args, sizeof(ssh_args), "%s -p %d", SSH_CONNECT_ARGS, job->networking.ssh_port);
+    else
+        snprintf(ssh_args, sizeof(ssh_args), "%s", SSH_CONNECT_ARGS);
     const struct env_default openmpi[] = {
         {"OMPI_MCA_orte_default_hostfile", MPI_HOSTFILE_PATH},
         /* With false, ssh would get the shortened name, which does not resolve. */
         {"OMPI_MCA_orte_keep_fqdn_hostnames", "true"},
-        {"OMPI_MCA_plm_rsh_args", SSH_CONNECT_ARGS},
+        {"OMPI_MCA_plm_rsh_args", ssh_args},
         {"OMPI_MCA_orte_set_default_slots", slots},
         {"PRTE_MCA_prte_default_hostfile", MPI_HOSTFILE_PATH},
         {"PRTE_MCA_prte_keep_fqdn_hostnames", "true"},
-        {"PRTE_MCA_plm_ssh_args", SSH_CONNECT_ARGS},
+        {"PRTE_MCA_plm_ssh_args", ssh_args},
         {"PRTE_MCA_prte_set_default_slots", slots},
         {NULL, NULL},
     };
     const struct env_default intel[] = {
         {"I_MPI_HYDRA_HOST_FILE", MPI_HOSTFILE_PATH},
-        {"I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS", SSH_CONNECT_ARGS},
+        {"I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS", ssh_args},
         {"I_MPI_PERHOST", slots},
         {NULL, NULL},
     };
@@ -636,8 +730,8 @@ static int add_mpi_env(const struct mpijob *job, struct pod *p, bool host_networ
      * which ssh gives up on a worker whose sshd is a moment late. */
     const struct env_default mpich[] = {
         {"HYDRA_HOST_FILE", MPI_HOSTFILE_PATH},
-        {"HYDRA_LAUNCH_EXTRA_ARGS", SSH_CONNECT_ARGS},
-        {"HYDRA_LAUNCHER_EXTRA_ARGS", SSH_CONNECT_ARGS},
+        {"HYDRA_LAUNCH_EXTRA_ARGS", ssh_args},
+        {"HYDRA_LAUNCHER_EXTRA_ARGS", ssh_args},
         {NULL, NULL},
     };
     const struct env_default *vars = job->implementation == MPI_INTEL   ? intel
@@ -648,11 +742,13 @@ static int add_mpi_env(const struct mpijob *job, struct pod *p, bool host_networ
         rc = env_default(p, vars->name, vars->value);
     /* Hydra's proxies on the workers call back to mpiexec by the launcher's host name, which
      * cluster DNS publishes only once the launcher pod is Ready: a moment after mpiexec started
-     * them, and a miss is cached for 30 s. Named by its interface, Hydra gives them its address. */
+     * them, and a miss is cached for 30 s. Named by its interface, Hydra gives them its address.
+     * On the host network the pod's eth0 is not known; there the interface is the user's to
+     * name (networking.interface, which transport.c applies). */
     const char *iface = job->networking.interface ? job->networking.interface : "eth0";
-    if (rc == 0 && !host_network && job->implementation == MPI_MPICH)
+    if (rc == 0 && !job->networking.host_network && job->implementation == MPI_MPICH)
         rc = env_default(p, "HYDRA_IFACE", iface);
-    if (rc == 0 && !host_network && job->implementation == MPI_INTEL)
+    if (rc == 0 && !job->networking.host_network && job->implementation == MPI_INTEL)
         rc = env_default(p, "I_MPI_HYDRA_IFACE", iface);
     return rc;
 }
@@ -670,7 +766,9 @@ static int launcher_pod_template(const struct mpijob *job, const struct mpijob_o
     if (rc == 0)
         rc = env_default(&p, ENV_ROLE, ROLE_NAME_LAUNCHER);
     if (rc == 0)
-        rc = add_mpi_env(job, &p, cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(p.spec, "hostNetwork")));
+        rc = apply_host_network(job, &p);
+    if (rc == 0)
+        rc = add_mpi_env(job, &p);
     /* A launcher that only runs mpirun must not take the node's GPUs through a runtime that
      * exposes all of them by default; one that is a worker needs its own. */
     if (rc == 0 && !job->run_launcher_as_worker)

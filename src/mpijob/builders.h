@@ -32,6 +32,11 @@
 #define ROLE_NAME_LAUNCHER "launcher"
 #define ROLE_NAME_WORKER "worker"
 
+/* A host-network job's sshd port (SPEC.md section 4), on its ConfigMap and pods, and the
+ * variable that hands it to the image's sshd and to the user's scripts. */
+#define ANNOTATION_SSH_PORT "training.kubeflow.org/ssh-port"
+#define ENV_SSH_PORT "MPIJOB_SSH_PORT"
+
 /* Where the launcher finds the ConfigMap's files. */
 #define MPI_CONFIG_MOUNT_PATH "/etc/mpi"
 #define MPI_HOSTFILE_PATH MPI_CONFIG_MOUNT_PATH "/hostfile"
@@ -72,6 +77,10 @@ cJSON *build_service(const struct mpijob *job, const struct mpijob_options *o);
  * are the names of the worker pods now Running (n of them; NULL when n is 0). */
 cJSON *build_configmap(const struct mpijob *job, const struct mpijob_options *o,
                        const char *const *running_workers, size_t n);
+
+/* The port in obj's ssh-port annotation (a ConfigMap or pod built for a host-network job), or 0
+ * when it has none or it is not a port. */
+int mpijob_ssh_port_of(const cJSON *obj);
 
 /* Secret J-ssh of type kubernetes.io/ssh-auth: `ssh-privatekey` and `ssh-publickey`,
  * base64-encoded in data. */

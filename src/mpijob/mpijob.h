@@ -32,9 +32,21 @@ struct mpijob_rdma {
     int traffic_class;   /* -1: unset */
 };
 
+/* The ports the operator picks a host-network job's sshd port from (SPEC.md section 4): above
+ * the well-known and registered services nodes tend to run, below the NodePort range
+ * (30000-32767) and Linux's ephemeral ports (32768-60999). */
+#define MPIJOB_SSH_PORT_MIN 20000
+#define MPIJOB_SSH_PORT_COUNT 10000
+
 struct mpijob_networking {
     enum transport transport; /* default Auto */
     char *interface;          /* NULL: unset */
+    /* spec.networking.hostNetwork, or a launcher or worker template saying hostNetwork: true:
+     * every pod of the job on its node's network. */
+    bool host_network;
+    /* The sshd port of a host-network job: not in the spec; the reconciler sets it (from the
+     * job's ConfigMap once it exists) before anything is built. 0: not chosen. */
+    int ssh_port;
     struct mpijob_rdma rdma;
 };
 

@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -344,12 +345,75 @@ static int execute_plan(struct reconcile_ctx *ctx, const char *key, const char *
     return rc;
 }
 
-static int reconcile_valid(struct reconcile_ctx *ctx, const char *key, const struct mpijob *job, cJSON *tree,
+/* ---- a host-network job's ssh port ------------------------------------------------------------ */
+
+static int port_of_object(const struct kube_object *o)
+{
+    if (!o || !strstr(o->json, ANNOTATION_SSH_PORT))
+        return 0;
+    cJSON *tree = kube_object_parse(o);
+    int port = mpijob_ssh_port_of(tree);
+    cJSON_Delete(tree);
+    return port;
+}
+
+/* Where the search for a free port starts (FNV-1a of the uid): jobs spread over the range, and
+ * a job starts from the same place every time. */
+static int port_search_start(const char *uid)
+{
+    uint32_t h = 2166136261u;
+    for (const char *c = uid ? uid : ""; *c; c++)
+        h = (h ^ (uint8_t)*c) * 16777619u;
+    return (int)(h % MPIJOB_SSH_PORT_COUNT);
+}
+
+/* The port of a host-network job (SPEC.md section 4): the one its ConfigMap carries, or while
+ * the ConfigMap is on its way into the cache, the one its workers carry; for a new job, the
+ * first port from port_search_start that no other job's ConfigMap in the caches carries. Two
+ * jobs choosing at the same moment may choose the same port: their pods then never share a
+ * node (it is their hostPort), which costs room, not a collision. 0, or KUBE_ENOMEM. */
+static int choose_ssh_port(struct reconcile_ctx *ctx, struct mpijob *job, const struct plan_input *in)
+{
+    job->networking.ssh_port = port_of_object(in->configmap.obj);
+    for (int i = 0; !job->networking.ssh_port && i < job->worker.replicas; i++)
+        job->networking.ssh_port = port_of_object(in->workers[i].obj);
+    if (job->networking.ssh_port)
+        return 0;
+    unsigned char used[(MPIJOB_SSH_PORT_COUNT + 7) / 8] = {0};
+    for (size_t i = 0; i < ctx->configmaps.count; i++) {
+        struct kube_object **list = NULL;
+        int n = informer_list(ctx->configmaps.informers[i], NULL, &list);
+        if (n < 0)
+            return n;
+        for (int k = 0; k < n; k++) {
+            int port = list[k]->owner_uid && job->uid && strcmp(list[k]->owner_uid, job->uid) == 0
+                           ? 0
+                           : port_of_object(list[k]) - MPIJOB_SSH_PORT_MIN;
+            if (port >= 0 && port < MPIJOB_SSH_PORT_COUNT)
+                used[port / 8] |= (unsigned char)(1u << (port % 8));
+        }
+        kube_object_list_free(list, (size_t)n);
+    }
+    int start = port_search_start(job->uid);
+    for (int k = 0; k < MPIJOB_SSH_PORT_COUNT; k++) {
+        int port = (start + k) % MPIJOB_SSH_PORT_COUNT;
+        if (!(used[port / 8] & (1u << (port % 8)))) {
+            job->networking.ssh_port = MPIJOB_SSH_PORT_MIN + port;
+            return 0;
+        }
+    }
+    job->networking.ssh_port = MPIJOB_SSH_PORT_MIN + start; /* every port taken: share one */
+    return 0;
+}
+
+static int reconcile_valid(struct reconcile_ctx *ctx, const char *key, struct mpijob *job, cJSON *tree,
                            struct reconcile_result *result)
 {
     struct snapshot s;
     struct plan plan = {0};
     int rc = gather(ctx, job, tree, key, &s);
+    if (rc == 0 && job->networking.host_network)
+        rc = choose_ssh_port(ctx, job, &s.in);
     if (rc == 0)
         rc = plan_job(&s.in, &plan);
     if (rc == 0) {

@@ -924,7 +924,52 @@ static void parse_networking(struct check *c, const cJSON *spec, struct mpijob_n
                     "printable characters, no '/', ':' or whitespace), got %s",
                     IFNAME_MAX_LENGTH, quote(s, q, sizeof(q)));
     }
+    read_bool(c, n, "hostNetwork", "spec.networking.hostNetwork", &net->host_network);
     parse_rdma(c, n, &net->rdma);
+}
+
+/* A template's spec.hostNetwork: 1 true, 0 false, -1 not said. */
+static int template_host_network(const cJSON *tmpl)
+{
+    const cJSON *v = member(member(tmpl, "spec"), "hostNetwork");
+    return cJSON_IsTrue(v) ? 1 : cJSON_IsFalse(v) ? 0 : -1;
+}
+
+/* Host network is one mode for the whole job: spec.networking.hostNetwork, or a template that
+ * says hostNetwork: true, puts every pod on its node's network. What cannot work then is
+ * refused, naming the field: a template that says false, and a DNS policy under which the pods
+ * would ask the node's resolver, which knows none of the workers' names. */
+static void check_host_network(struct check *c, struct mpijob *job)
+{
+    const char *const types[] = {"Launcher", "Worker"};
+    const struct mpijob_replica *const rs[] = {&job->launcher, &job->worker};
+    char asked_by[96] = "";
+    if (job->networking.host_network)
+        snprintf(asked_by, sizeof(asked_by), "spec.networking.hostNetwork");
+    for (size_t i = 0; i < 2 && !asked_by[0]; i++)
+        if (template_host_network(rs[i]->template) == 1)
+            snprintf(asked_by, sizeof(asked_by), "spec.mpiReplicaSpecs.%s.template.spec.hostNetwork",
+                     types[i]);
+    if (!asked_by[0])
+        return;
+    job->networking.host_network = true;
+    for (size_t i = 0; i < 2; i++) {
+        char f[128], q[4 * QUOTE_MAX + 16];
+        if (template_host_network(rs[i]->template) == 0) {
+            snprintf(f, sizeof(f), "spec.mpiReplicaSpecs.%s.template.spec.hostNetwork", types[i]);
+            problem(c, f, "is false, but %s is true: the launcher and the workers must share "
+                    "one network mode", asked_by);
+        }
+        const cJSON *dns = member(member(rs[i]->template, "spec"), "dnsPolicy");
+        if (cJSON_IsString(dns) && strcmp(dns->valuestring, "ClusterFirstWithHostNet") != 0 &&
+            strcmp(dns->valuestring, "None") != 0) {
+            snprintf(f, sizeof(f), "spec.mpiReplicaSpecs.%s.template.spec.dnsPolicy", types[i]);
+            problem(c, f, "must be ClusterFirstWithHostNet (or None, with a dnsConfig of your "
+                    "own) for a job on the host network (%s), got %s: a host-network pod under "
+                    "any other policy asks the node's resolver, which does not know the "
+                    "workers' names", asked_by, quote(dns->valuestring, q, sizeof(q)));
+        }
+    }
 }
 
 /* ---- the job ----------------------------------------------------------------------------- */
@@ -985,6 +1030,7 @@ int mpijob_parse(const cJSON *obj, const struct mpijob_limits *limits, struct mp
         parse_run_policy(&c, spec, &job->run_policy);
         parse_replicas(&c, spec, job, &lim);
         parse_networking(&c, spec, &job->networking);
+        check_host_network(&c, job);
     }
     if (c.dropped && !c.err) {
         char *line = NULL;

@@ -1060,3 +1060,80 @@ Test(controller, refused_workers_surface_as_failed_create_and_replica_failure)
                              no_replica_failure, NULL, WAIT_MS),
               "the condition goes with the refusal");
 }
+
+/* ---- host network: the job's ssh port (SPEC.md section 4) ------------------------------------ */
+
+/* The ssh-port annotation of a ConfigMap or pod, 0 when absent. */
+static int ssh_port_of(const struct kube_resource *res, const char *name)
+{
+    cJSON *obj = test_kube_get(env.admin, res, "default", name);
+    int port = obj ? mpijob_ssh_port_of(obj) : 0;
+    cJSON_Delete(obj);
+    return port;
+}
+
+static bool has_ssh_port(const cJSON *obj, const void *arg) { return mpijob_ssh_port_of(obj) != 0; }
+
+static bool wait_ssh_port(const struct kube_resource *res, const char *name, int *port)
+{
+    bool ok = test_kube_wait(env.admin, res, "default", name, "an ssh-port annotation", has_ssh_port, NULL, WAIT_MS);
+    *port = ssh_port_of(res, name);
+    return ok && *port;
+}
+
+static const char *env_value(const cJSON *env_list, const char *name)
+{
+    return json_string(json_env_find(env_list, name), "value");
+}
+
+/* Two host-network jobs get different ports from the range, each carried the same way by its
+ * ConfigMap, workers (hostPort, MPIJOB_SSH_PORT, sshd -p) and launcher (ssh arguments); a
+ * controller started again finds the same ports and rewrites nothing. */
+Test(controller, host_network_jobs_get_their_own_ssh_ports_which_a_restart_keeps)
+{
+    start_controller();
+    create_job("hn-a", "\"networking\":{\"hostNetwork\":true},");
+    int port_a = 0, port_b = 0, w;
+    cr_assert(wait_ssh_port(&KUBE_CONFIGMAPS, "hn-a-config", &port_a), "hn-a's ConfigMap carries its port");
+    cr_assert(port_a >= MPIJOB_SSH_PORT_MIN && port_a < MPIJOB_SSH_PORT_MIN + MPIJOB_SSH_PORT_COUNT, "port %d", port_a);
+    cr_assert(wait_exists(&KUBE_PODS, "hn-a-worker-1") && wait_exists(&KUBE_JOBS, "hn-a-launcher"));
+    /* hn-a's ConfigMap is in the controller's cache before hn-b is chosen for. */
+    cr_assert(wait_ssh_port(&KUBE_PODS, "hn-a-worker-1", &w));
+    create_job("hn-b", "\"networking\":{\"hostNetwork\":true},");
+    cr_assert(wait_ssh_port(&KUBE_CONFIGMAPS, "hn-b-config", &port_b));
+    cr_assert_neq(port_a, port_b, "two jobs, one port %d", port_a);
+
+    char text[16];
+    snprintf(text, sizeof(text), "%d", port_a);
+    cJSON *pod = test_kube_get(env.admin, &KUBE_PODS, "default", "hn-a-worker-0");
+    cr_assert_not_null(pod);
+    cr_assert(cJSON_IsTrue(json_path(pod, "spec.hostNetwork")));
+    cr_assert_str_eq(json_string(pod, "spec.dnsPolicy"), "ClusterFirstWithHostNet");
+    const cJSON *c0 = cJSON_GetArrayItem(json_path(pod, "spec.containers"), 0);
+    const cJSON *decl = cJSON_GetArrayItem(json_path(c0, "ports"), 0);
+    cr_assert_eq(json_int(decl, "hostPort", 0), port_a);
+    cr_assert_eq(json_int(decl, "containerPort", 0), port_a);
+    const cJSON *cmd = json_path(c0, "command");
+    cr_assert_str_eq(cJSON_GetArrayItem(cmd, 3)->valuestring, text, "sshd -De -p PORT");
+    cr_assert_str_eq(env_value(json_path(c0, "env"), "MPIJOB_SSH_PORT"), text);
+    cJSON_Delete(pod);
+    cJSON *launcher = test_kube_get(env.admin, &KUBE_JOBS, "default", "hn-a-launcher");
+    cr_assert_not_null(launcher);
+    const cJSON *lenv = json_path(cJSON_GetArrayItem(json_path(launcher, "spec.template.spec.containers"), 0), "env");
+    char args[64];
+    snprintf(args, sizeof(args), "-o ConnectionAttempts=10 -p %d", port_a);
+    cr_assert_str_eq(env_value(lenv, "OMPI_MCA_plm_rsh_args"), args);
+    cr_assert_str_eq(env_value(lenv, "PRTE_MCA_plm_ssh_args"), args);
+    cr_assert(cJSON_IsTrue(json_path(launcher, "spec.template.spec.hostNetwork")));
+    cJSON_Delete(launcher);
+
+    /* A controller started again reads the ports back. */
+    controller_stop(env.ctl);
+    env.ctl = NULL;
+    start_controller();
+    /* Once the restarted controller has caught up, hn-b's launcher is there as before. */
+    cr_assert(wait_exists(&KUBE_JOBS, "hn-b-launcher"));
+    cr_assert_eq(ssh_port_of(&KUBE_CONFIGMAPS, "hn-a-config"), port_a);
+    cr_assert_eq(ssh_port_of(&KUBE_CONFIGMAPS, "hn-b-config"), port_b);
+    cr_assert_eq(ssh_port_of(&KUBE_PODS, "hn-b-worker-0"), port_b);
+}

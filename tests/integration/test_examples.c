@@ -154,3 +154,32 @@ Test(examples, rdma_examples_get_ib_transport_without_privileged)
         free(name);
     }
 }
+
+/* The host-network RDMA example: every pod on the node's network with cluster DNS, the job's ssh
+ * port declared, in the workers' sshd and in mpirun's ssh arguments; RDMA as without it. */
+Test(examples, hostnetwork_rdma_example_puts_pods_on_the_node_network_with_a_port_of_their_own)
+{
+    cJSON *obj = load_manifest("mpijob-hostnetwork-rdma.yaml");
+    char *name = strdup(json_string(obj, "metadata.name"));
+    /* No kubelet runs here, so no worker turns Ready: the launcher Job is wanted at once. */
+    cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(obj, "spec"), "launcherCreationPolicy");
+    cr_assert_eq(kube_create(admin, &MPIJOB_RESOURCE_V2BETA1, "default", obj, NULL, NULL), 0);
+    cJSON_Delete(obj);
+    cJSON *job = wait_launcher(name);
+    const cJSON *spec = json_path(job, "spec.template.spec");
+    cr_assert(json_bool(spec, "hostNetwork", false));
+    cr_assert_str_eq(json_string(spec, "dnsPolicy"), "ClusterFirstWithHostNet");
+    const char *port = env_value(job, "MPIJOB_SSH_PORT");
+    cr_assert_not_null(port);
+    char args[64];
+    snprintf(args, sizeof(args), "-o ConnectionAttempts=10 -p %s", port);
+    cr_assert_str_eq(env_value(job, "OMPI_MCA_plm_rsh_args"), args);
+    cr_assert_str_eq(env_value(job, "NCCL_NET"), "IB");
+    cr_assert_str_eq(env_value(job, "NCCL_SOCKET_IFNAME"), "ens1f0");
+    cr_assert_str_eq(env_value(job, "NCCL_IB_GID_INDEX"), "3");
+    const cJSON *c0 = cJSON_GetArrayItem(json_path(spec, "containers"), 0);
+    cr_assert(!json_bool(c0, "securityContext.privileged", false), "no privileged mode");
+    cr_assert_eq(json_int(cJSON_GetArrayItem(json_path(c0, "ports"), 0), "hostPort", 0), atoi(port));
+    cJSON_Delete(job);
+    free(name);
+}

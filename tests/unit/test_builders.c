@@ -178,6 +178,10 @@ static void run_case(const char *name)
     r.options.gang_scheduler = opt_string(opts, "gangScheduler");
     r.options.operator_name = opt_string(opts, "operatorName");
     r.job = parse_job(cJSON_GetObjectItemCaseSensitive(r.file, "mpijob"), name);
+    /* A host-network job's port is the reconciler's choice, given to the builders in the job. */
+    const cJSON *ssh_port = cJSON_GetObjectItemCaseSensitive(r.file, "sshPort");
+    if (cJSON_IsNumber(ssh_port))
+        r.job->networking.ssh_port = ssh_port->valueint;
 
     /* The builders must not touch the job they read. */
     cJSON *launcher_before = cJSON_Duplicate(r.job->launcher.template, true);
@@ -260,6 +264,11 @@ Test(builders, gang_scheduler_plugins) { run_case("gang-scheduler-plugins"); }
 Test(builders, suspended) { run_case("suspended"); }
 Test(builders, legacy_v1alpha2) { run_case("legacy-v1alpha2"); }
 Test(builders, legacy_v1alpha2_rdma) { run_case("legacy-v1alpha2-rdma"); }
+Test(builders, host_network_openmpi_tcp) { run_case("host-network-openmpi-tcp"); }
+Test(builders, host_network_from_worker_template_mpich_rdma)
+{
+    run_case("host-network-from-worker-template-mpich-rdma");
+}
 
 /* ---- the rest, in code ----------------------------------------------------------------- */
 

@@ -177,7 +177,8 @@ static void expect_str(const char *field, const char *got, const char *want)
     X(run_policy.scheduling.present) X(run_policy.scheduling.min_available)                            \
     X(run_policy.scheduling.schedule_timeout_s) X(launcher.replicas) X(launcher.restart_policy)        \
     X(worker.replicas) X(worker.restart_policy) X(networking.transport) X(networking.rdma.gid_index)   \
-    X(networking.rdma.gpu_direct) X(networking.rdma.traffic_class)
+    X(networking.rdma.gpu_direct) X(networking.rdma.traffic_class) X(networking.host_network)      \
+    X(networking.ssh_port)
 
 #define EXPECT_STR(f) expect_str(#f, got->f, want->f);
 #define EXPECT_NUM(f)                                                                                 \
@@ -496,6 +497,8 @@ static const struct rule_case rule_cases[] = {
     {"spec.networking.interface", "\"../x\"",
      "spec.networking.interface: must be a Linux interface name (1 to 15 printable characters, "
      "no '/', ':' or whitespace), got \"../x\""},
+    {"spec.networking.hostNetwork", "\"yes\"",
+     "spec.networking.hostNetwork: must be a boolean, got string"},
     {RDMA, "[]", RDMA ": must be an object, got array"},
     {RDMA ".devicePath", "\"dev/infiniband\"",
      RDMA ".devicePath: must be an absolute path, got \"dev/infiniband\""},
@@ -532,6 +535,68 @@ Test(spec, each_rule_gives_exactly_its_problem_line)
         if (p.count >= 1)
             cr_expect_str_eq(p.items[0], rc->want, "%s=%s", rc->path, rc->value);
         mpijob_problems_free(&p);
+        cJSON_Delete(obj);
+    }
+}
+
+/* Host network is one mode for the job, asked by the field or by either template; what cannot
+ * work is refused naming the field (SPEC.md section 4). */
+Test(spec, host_network_from_the_field_or_a_template_and_its_refusals)
+{
+    static const struct {
+        struct edit edits[3];
+        bool host_network;
+        const char *problem; /* NULL: parses */
+    } cases[] = {
+        {{{"spec.networking.hostNetwork", "true"}}, true, NULL},
+        {{{"spec.networking.hostNetwork", "false"}}, false, NULL},
+        {{{WORKER ".template.spec.hostNetwork", "true"}}, true, NULL},
+        {{{LAUNCHER ".template.spec.hostNetwork", "true"}}, true, NULL},
+        {{{WORKER ".template.spec.hostNetwork", "false"}}, false, NULL},
+        {{{"spec.networking.hostNetwork", "true"}, {WORKER ".template.spec.dnsPolicy", "\"None\""}},
+         true, NULL},
+        {{{"spec.networking.hostNetwork", "true"},
+          {LAUNCHER ".template.spec.dnsPolicy", "\"ClusterFirstWithHostNet\""}},
+         true, NULL},
+        {{{"spec.networking.hostNetwork", "true"}, {WORKER ".template.spec.hostNetwork", "false"}},
+         false,
+         WORKER ".template.spec.hostNetwork: is false, but spec.networking.hostNetwork is true: "
+                "the launcher and the workers must share one network mode"},
+        {{{WORKER ".template.spec.hostNetwork", "true"}, {LAUNCHER ".template.spec.hostNetwork", "false"}},
+         false,
+         LAUNCHER ".template.spec.hostNetwork: is false, but " WORKER ".template.spec.hostNetwork "
+                  "is true: the launcher and the workers must share one network mode"},
+        {{{WORKER ".template.spec.hostNetwork", "true"}, {LAUNCHER ".template.spec.dnsPolicy", "\"ClusterFirst\""}},
+         false,
+         LAUNCHER ".template.spec.dnsPolicy: must be ClusterFirstWithHostNet (or None, with a "
+                  "dnsConfig of your own) for a job on the host network (" WORKER
+                  ".template.spec.hostNetwork), got \"ClusterFirst\": a host-network pod under "
+                  "any other policy asks the node's resolver, which does not know the workers' names"},
+        /* Without host network, a template's dnsPolicy is the user's business. */
+        {{{WORKER ".template.spec.dnsPolicy", "\"Default\""}}, false, NULL},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        size_t n = 0;
+        while (n < 3 && cases[i].edits[n].path)
+            n++;
+        cJSON *obj = edited(full_job, cases[i].edits, n);
+        struct mpijob *job = NULL;
+        struct mpijob_problems p;
+        int rc = parse_job(obj, &job, &p);
+        print_problems(&p);
+        if (cases[i].problem) {
+            cr_expect_eq(rc, MPIJOB_EINVALID, "case %zu: rc %d", i, rc);
+            cr_expect_eq(p.count, 1, "case %zu: %zu problems", i, p.count);
+            if (p.count == 1)
+                cr_expect_str_eq(p.items[0], cases[i].problem, "case %zu", i);
+        } else {
+            cr_expect_eq(rc, 0, "case %zu: rc %d", i, rc);
+            cr_expect(job && job->networking.host_network == cases[i].host_network,
+                      "case %zu: host_network %d", i, job ? job->networking.host_network : -1);
+            cr_expect(job && job->networking.ssh_port == 0, "case %zu: the port is not the spec's", i);
+        }
+        mpijob_problems_free(&p);
+        mpijob_free(job);
         cJSON_Delete(obj);
     }
 }
