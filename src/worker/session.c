@@ -1,5 +1,6 @@
 #include "worker/session.h"
 
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <mpi.h>
 #include <pthread.h>
@@ -65,6 +66,68 @@ int wk_session_start(struct wk_session *s, int *argc, char ***argv)
     MPI_Comm_size(local, &s->local_size);
     MPI_Comm_free(&local);
     return 0;
+}
+
+/* One rank's record for wk_session_placement: its host name, then each variable's value (or
+ * unset), in fixed-size fields so that one MPI_Gather collects them. */
+#define PLACE_FIELD 128
+static const char *const placement_env[] = {WK_PLACEMENT_ENV};
+#define PLACE_VARS (sizeof(placement_env) / sizeof(placement_env[0]))
+#define PLACE_RECORD (PLACE_FIELD * (1 + PLACE_VARS))
+#define PLACE_UNSET "\x01"
+
+static void count_value(cJSON *counts, const char *value)
+{
+    cJSON *n = cJSON_GetObjectItemCaseSensitive(counts, value);
+    if (n)
+        cJSON_SetNumberValue(n, n->valuedouble + 1);
+    else
+        cJSON_AddNumberToObject(counts, value, 1);
+}
+
+cJSON *wk_session_placement(const struct wk_session *s)
+{
+    char mine[PLACE_RECORD];
+    memset(mine, 0, sizeof(mine));
+    if (gethostname(mine, PLACE_FIELD - 1) != 0)
+        snprintf(mine, PLACE_FIELD, "?");
+    for (size_t i = 0; i < PLACE_VARS; i++) {
+        const char *v = getenv(placement_env[i]);
+        snprintf(mine + PLACE_FIELD * (i + 1), PLACE_FIELD, "%s", v ? v : PLACE_UNSET);
+    }
+    char *all = s->rank == 0 ? calloc((size_t)s->size, PLACE_RECORD) : NULL;
+    /* Rank 0 says whether it has room, so that no rank waits in a gather it skipped. */
+    int ok = s->rank != 0 || all != NULL;
+    if (MPI_Bcast(&ok, 1, MPI_INT, 0, world) != MPI_SUCCESS || !ok ||
+        MPI_Gather(mine, PLACE_RECORD, MPI_CHAR, all, PLACE_RECORD, MPI_CHAR, 0, world) != MPI_SUCCESS ||
+        s->rank != 0) {
+        free(all);
+        return NULL;
+    }
+    cJSON *out = cJSON_CreateObject();
+    cJSON *hosts = cJSON_AddObjectToObject(out, "hosts");
+    cJSON *env = cJSON_AddObjectToObject(out, "env");
+    for (int r = 0; r < s->size; r++) {
+        const char *rec = all + (size_t)r * PLACE_RECORD;
+        cJSON *ranks = cJSON_GetObjectItemCaseSensitive(hosts, rec);
+        if (!ranks)
+            ranks = cJSON_AddArrayToObject(hosts, rec);
+        cJSON_AddItemToArray(ranks, cJSON_CreateNumber(r));
+    }
+    for (size_t i = 0; i < PLACE_VARS; i++) {
+        int set = 0;
+        for (int r = 0; r < s->size; r++)
+            set += strcmp(all + (size_t)r * PLACE_RECORD + PLACE_FIELD * (i + 1), PLACE_UNSET) != 0;
+        if (!set)
+            continue;
+        cJSON *counts = cJSON_AddObjectToObject(env, placement_env[i]);
+        for (int r = 0; r < s->size; r++) {
+            const char *v = all + (size_t)r * PLACE_RECORD + PLACE_FIELD * (i + 1);
+            count_value(counts, strcmp(v, PLACE_UNSET) == 0 ? "(unset)" : v);
+        }
+    }
+    free(all);
+    return out;
 }
 
 /* Gathers every rank's one-line reason on rank 0 and joins the non-empty ones into out. */

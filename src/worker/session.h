@@ -58,6 +58,18 @@ void wk_session_end(struct wk_session *s, int status);
 /* The transport the session's backend used: "mpi" for the MPI backend, else what NCCL's log
  * says (worker/nccl_log.h). Writes into out. */
 const char *wk_session_transport(const struct wk_session *s, char *out, size_t out_len);
+/* Where the ranks run and what transport settings reached them, as the ranks themselves see it
+ * (collective: every rank calls it). On rank 0 an object
+ *   {"hosts": {"<host name>": [ranks...], ...},
+ *    "env": {"NCCL_NET": {"Socket": 4}, "NCCL_IB_DISABLE": {"1": 3, "(unset)": 1}, ...}}
+ * with a variable of WK_PLACEMENT_ENV listed when one rank or more has it; NULL on the other
+ * ranks and on failure. Ranks start under the workers' sshd, so these are what mpirun
+ * forwarded, not the launcher's environment. Caller frees. */
+#define WK_PLACEMENT_ENV                                                                           \
+    "NCCL_NET", "NCCL_IB_DISABLE", "NCCL_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_IB_GID_INDEX",        \
+        "NCCL_NET_GDR_LEVEL", "NCCL_IB_TC", "MPIJOB_TRANSPORT"
+struct cJSON;
+struct cJSON *wk_session_placement(const struct wk_session *s);
 /* Every rank calls it with its own status: returns 0 when all ranks passed 0, -ECANCELED when
  * one did not, -EIO when MPI fails. Used so that a failure on one rank (bad device, wrong weights) fails the job on all ranks. */
 int wk_session_agree(struct wk_session *s, int status);

@@ -124,10 +124,13 @@ static cJSON *run_line(const struct run *r, const char *event)
     return o;
 }
 
-static void emit_start(const struct run *r)
+static void emit_start(const struct run *r, cJSON *placement)
 {
     const struct wk_train_args *a = &r->args;
     cJSON *o = run_line(r, "start");
+    /* Where the ranks run and the transport settings that reached them, from the ranks. */
+    if (placement)
+        cJSON_AddItemToObject(o, "placement", placement);
     if (r->session.fallback[0] != '\0')
         cJSON_AddStringToObject(o, "fallback", r->session.fallback);
     cJSON *m = cJSON_AddObjectToObject(o, "model");
@@ -260,8 +263,11 @@ static int train(struct run *r)
     long long timed_steps = 0;
     struct interval iv;
 
+    cJSON *placement = wk_session_placement(&r->session);
     if (rank0)
-        emit_start(r);
+        emit_start(r, placement);
+    else
+        cJSON_Delete(placement);
     /* The initial weights come from the seed on every rank; verify rather than trust. */
     if (!weights_identical(r, -1))
         return 1;

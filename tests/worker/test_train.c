@@ -197,6 +197,25 @@ static const char *string(const cJSON *o, const char *name)
 /* Small enough that 4 ranks on 2 busy cores finish in a few seconds. */
 #define SMALL "--backend mpi --layers 2 --hidden 96 --input 48 --output 4 --steps 60 --batch 64"
 
+/* The transport settings that reached the ranks are counted by value, from the ranks. (Ranks
+ * mpirun forks on its own host inherit its whole environment; over ssh only what it forwards
+ * arrives, which the end-to-end tests read the same way.) */
+Test(train_run, the_start_line_counts_the_transport_settings_each_rank_got)
+{
+    struct run_result r;
+    setenv("NCCL_NET", "Socket", 1);
+    run_train(&r, 2, "-x NCCL_NET", SMALL);
+    unsetenv("NCCL_NET");
+    cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+    cJSON *start = event_line(r.out, "start");
+    cr_assert_not_null(start, "no start line in: %s", r.out);
+    const cJSON *env = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(start, "placement"), "env");
+    const cJSON *net = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(env, "NCCL_NET"), "Socket");
+    cr_assert(cJSON_IsNumber(net) && net->valueint == 2, "NCCL_NET Socket on both ranks: %s", r.out);
+    cJSON_Delete(start);
+    run_free(&r);
+}
+
 Test(train_run, four_ranks_train_with_identical_weights_and_a_falling_loss)
 {
     struct run_result r;
@@ -216,6 +235,15 @@ Test(train_run, four_ranks_train_with_identical_weights_and_a_falling_loss)
     cJSON *buckets = cJSON_GetObjectItemCaseSensitive(start, "buckets");
     cr_assert(cJSON_IsArray(buckets));
     cr_assert_gt(cJSON_GetArraySize(buckets), 1, "--bucket-mb 0.02 should split the gradients");
+    /* The ranks say where they run: all four on this host, 0 to 3 in order. */
+    char host[256] = "";
+    cr_assert_eq(gethostname(host, sizeof(host) - 1), 0);
+    const cJSON *on_host = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(start, "placement"), "hosts"), host);
+    cr_assert(cJSON_IsArray(on_host), "placement.hosts[%s] in the start line", host);
+    cr_assert_eq(cJSON_GetArraySize(on_host), 4);
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(cJSON_GetArrayItem(on_host, i)->valueint, i);
     cJSON_Delete(start);
 
     int steps = 0;
