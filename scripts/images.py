@@ -4,14 +4,17 @@
     scripts/images.py [--only NAME[,NAME]] [--cuda] [--no-cache] [--check]
 
 What it does, each step cached by content under build/images/:
-  1. base: a Debian 12 root file system made by `mmdebstrap --variant=minbase` from Debian's
-     archive (cache/debian-bookworm-KEY.tar, KEY a hash of the mmdebstrap command), imported as
-     the local image localhost/mpijob-base:bookworm-KEY. No registry is needed: every FROM of the
-     builds below names this image.
+  1. bases: for each Debian release an image below is built on, a root file system made by
+     `mmdebstrap --variant=minbase SUITE` from Debian's archive (cache/debian-SUITE-KEY.tar, KEY a
+     hash of the mmdebstrap command, its mirrors and dates), imported as the local image
+     localhost/mpijob-base:SUITE-KEY. SUITE is bookworm (Debian 12) or trixie (Debian 13); only
+     the bases the chosen images need are made. No registry is needed: every FROM of the builds
+     below names one of these images.
   2. the images, with `podman build --runtime runc --timestamp SOURCE_DATE_EPOCH`:
-       operator       deploy/Dockerfile                ghcr.io/mpijob-operator/mpijob-operator:VERSION
-       worker         worker-image/Dockerfile          mpijob-worker:latest (Open MPI, CPU)
-       worker-mpich   worker-image/Dockerfile MPI=mpich  mpijob-worker:mpich
+       operator       deploy/Dockerfile, bookworm      ghcr.io/mpijob-operator/mpijob-operator:VERSION
+       worker         worker-image/Dockerfile, bookworm  mpijob-worker:latest (Open MPI 4, CPU)
+       worker-mpich   worker-image/Dockerfile, bookworm, MPI=mpich  mpijob-worker:mpich
+       worker-ompi5   worker-image/Dockerfile, trixie  mpijob-worker:ompi5 (Open MPI 5, CPU)
        worker-cuda    worker-image/Dockerfile (nvidia/cuda bases)  mpijob-worker:cuda, with --cuda
      VERSION is the chart's appVersion. An image whose inputs (its Dockerfile, the files its
      COPY lines read, its build arguments and its base) hash as they did at its last build is not
@@ -43,15 +46,27 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "build", "images")
 CACHE = os.path.join(OUT, "cache")
-SUITE = "bookworm"
-MIRRORS = [
-    "deb http://deb.debian.org/debian bookworm main",
-    "deb http://deb.debian.org/debian bookworm-updates main",
-    "deb http://deb.debian.org/debian-security bookworm-security main",
-]
-# The base's files are dated at Debian 12.0's release; its contents are the archive's of the day
-# it was made (rm build/images/cache to refresh it).
-BASE_EPOCH = 1686355200
+# The Debian releases the bases are made of: each one's archive sections and the date its files
+# carry, that of its first point release (Debian 12.0: 2023-06-10; Debian 13.0: 2025-08-09). A
+# base's contents are the archive's of the day it was made (rm build/images/cache to refresh it).
+SUITES = {
+    "bookworm": {
+        "mirrors": [
+            "deb http://deb.debian.org/debian bookworm main",
+            "deb http://deb.debian.org/debian bookworm-updates main",
+            "deb http://deb.debian.org/debian-security bookworm-security main",
+        ],
+        "epoch": 1686355200,
+    },
+    "trixie": {
+        "mirrors": [
+            "deb http://deb.debian.org/debian trixie main",
+            "deb http://deb.debian.org/debian trixie-updates main",
+            "deb http://deb.debian.org/debian-security trixie-security main",
+        ],
+        "epoch": 1754697600,
+    },
+}
 TOOLS = ("podman", "mmdebstrap", "skopeo", "runc")
 # Changed whenever the way images are built changes, so that archives built before are rebuilt.
 BUILD_FORMAT = 3
@@ -166,24 +181,45 @@ def hash_paths(h, paths):
 
 # ---- base --------------------------------------------------------------------------------------
 
+_mmdebstrap_version = None
+
+
 def mmdebstrap_version():
-    return run(["mmdebstrap", "--version"], quiet=True).strip()
+    global _mmdebstrap_version
+    if _mmdebstrap_version is None:
+        _mmdebstrap_version = run(["mmdebstrap", "--version"], quiet=True).strip()
+    return _mmdebstrap_version
 
 
-def make_base():
-    """The local base image's name, made (or found) from the cached root file system."""
-    cmd = ["mmdebstrap", "--quiet", "--variant=minbase", "--mode=root", "--format=tar", SUITE]
-    key = hashlib.sha256(json.dumps([cmd, MIRRORS, BASE_EPOCH, mmdebstrap_version()]).encode())
-    key = key.hexdigest()[:12]
-    tar = os.path.join(CACHE, "debian-%s-%s.tar" % (SUITE, key))
-    tag = "localhost/mpijob-base:%s-%s" % (SUITE, key)
+def base_command(suite):
+    return ["mmdebstrap", "--quiet", "--variant=minbase", "--mode=root", "--format=tar", suite]
+
+
+def base_key(suite):
+    """The hash that names suite's base: its mmdebstrap command, mirrors, date and mmdebstrap."""
+    s = SUITES[suite]
+    key = hashlib.sha256(json.dumps([base_command(suite), s["mirrors"], s["epoch"],
+                                     mmdebstrap_version()]).encode())
+    return key.hexdigest()[:12]
+
+
+def base_tag(suite, key):
+    return "localhost/mpijob-base:%s-%s" % (suite, key)
+
+
+def make_base(suite):
+    """suite's local base image's name, made (or found) from the cached root file system."""
+    s = SUITES[suite]
+    key = base_key(suite)
+    tar = os.path.join(CACHE, "debian-%s-%s.tar" % (suite, key))
+    tag = base_tag(suite, key)
     if not os.path.exists(tar):
         os.makedirs(CACHE, exist_ok=True)
-        log("base: mmdebstrap --variant=minbase %s (Debian's archive) ..." % SUITE)
+        log("base: mmdebstrap --variant=minbase %s (Debian's archive) ..." % suite)
         t0 = time.monotonic()
         tmp = tar + ".part"
-        env = dict(os.environ, SOURCE_DATE_EPOCH=str(BASE_EPOCH))
-        run(cmd + [tmp] + MIRRORS, env=env)
+        env = dict(os.environ, SOURCE_DATE_EPOCH=str(s["epoch"]))
+        run(base_command(suite) + [tmp] + s["mirrors"], env=env)
         os.rename(tmp, tar)
         log("base: %s made in %.0f s" % (os.path.relpath(tar, ROOT), time.monotonic() - t0))
     if subprocess.run(["podman", "image", "exists", tag]).returncode != 0:
@@ -193,26 +229,36 @@ def make_base():
         os.link(tar, os.path.join(ctx, "rootfs.tar"))
         with open(os.path.join(ctx, "Containerfile"), "w") as f:
             f.write('FROM scratch\nADD rootfs.tar /\nCMD ["/bin/bash"]\n')
-        run(["podman", "build", "--runtime", "runc", "--timestamp", str(BASE_EPOCH),
+        run(["podman", "build", "--runtime", "runc", "--timestamp", str(s["epoch"]),
              "-t", tag, ctx])
         shutil.rmtree(ctx, ignore_errors=True)
         log("base: imported as %s" % tag)
-    return tag, key
+    return tag
 
 
 # ---- images ------------------------------------------------------------------------------------
 
-def specs(version, base, cuda):
-    local = {"BASE": base, "BUILD_BASE": base}
+def specs(version, tags, cuda):
+    """(name, Dockerfile, reference, build arguments, suite) of each image; tags: each suite's
+    base image. The suite is that of the local base the image is built on: its base's key is
+    part of the image's inputs, and the base is made before the image is built. worker-cuda's
+    bases are nvidia/cuda's; it carries bookworm's key in its inputs as it always has, and needs
+    no local base made."""
+    def local(suite, **kw):
+        return dict({"BASE": tags[suite], "BUILD_BASE": tags[suite]}, **kw)
     out = [
         ("operator", "deploy/Dockerfile", "ghcr.io/mpijob-operator/mpijob-operator:" + version,
-         local),
-        ("worker", "worker-image/Dockerfile", "mpijob-worker:latest", dict(local, MPI="openmpi")),
-        ("worker-mpich", "worker-image/Dockerfile", "mpijob-worker:mpich", dict(local, MPI="mpich")),
+         local("bookworm"), "bookworm"),
+        ("worker", "worker-image/Dockerfile", "mpijob-worker:latest",
+         local("bookworm", MPI="openmpi"), "bookworm"),
+        ("worker-mpich", "worker-image/Dockerfile", "mpijob-worker:mpich",
+         local("bookworm", MPI="mpich"), "bookworm"),
+        ("worker-ompi5", "worker-image/Dockerfile", "mpijob-worker:ompi5",
+         local("trixie", MPI="openmpi"), "trixie"),
     ]
     if cuda:
         out.append(("worker-cuda", "worker-image/Dockerfile", "mpijob-worker:cuda",
-                    {"MPI": "openmpi"}))
+                    {"MPI": "openmpi"}, None))
     return out
 
 
@@ -282,7 +328,7 @@ def write_index(entries):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--only", help="comma-separated names (operator, worker, worker-mpich, "
-                    "worker-cuda)")
+                    "worker-ompi5, worker-cuda)")
     ap.add_argument("--cuda", action="store_true",
                     help="also the CUDA flavour (its nvidia/cuda bases must be pullable)")
     ap.add_argument("--no-cache", action="store_true", help="build every layer again (podman "
@@ -307,17 +353,20 @@ def main():
     try:
         version = chart_version()
         rev = revision()
-        os.makedirs(OUT, exist_ok=True)
-        base, base_key = make_base()
-        wanted = specs(version, base, args.cuda or (args.only and "worker-cuda" in args.only))
+        keys = {suite: base_key(suite) for suite in SUITES}
+        tags = {suite: base_tag(suite, key) for suite, key in keys.items()}
+        wanted = specs(version, tags, args.cuda or (args.only and "worker-cuda" in args.only))
         if args.only:
             names = set(args.only.split(","))
             unknown = names - {s[0] for s in wanted}
             if unknown:
                 raise ImageError("--only: no image named %s" % ", ".join(sorted(unknown)))
             wanted = [s for s in wanted if s[0] in names]
-        entries = [build(*s, epoch=epoch, version=version, rev=rev, base_key=base_key,
-                         no_cache=args.no_cache)
+        for suite in SUITES:
+            if any(s[4] == suite for s in wanted):
+                make_base(suite)
+        entries = [build(*s[:4], epoch=epoch, version=version, rev=rev,
+                         base_key=keys[s[4] or "bookworm"], no_cache=args.no_cache)
                    for s in wanted]
         write_index(entries)
     except ImageError as e:

@@ -717,6 +717,11 @@ static int add_mpi_env(const struct mpijob *job, struct pod *p)
         {"PRTE_MCA_prte_keep_fqdn_hostnames", "true"},
         {"PRTE_MCA_plm_ssh_args", ssh_args},
         {"PRTE_MCA_prte_set_default_slots", slots},
+        /* PRRTE 3.0 hands PRTE_MCA_* values to the daemons that start further daemons (beyond
+         * 64 nodes) cut at their second '=', so "-o ConnectionAttempts=10" arrives as
+         * "-o ConnectionAttempts" and ssh refuses it: the launcher starts every daemon itself
+         * (docs/internals/openmpi5.md). */
+        {"PRTE_MCA_plm_ssh_no_tree_spawn", "true"},
         {NULL, NULL},
     };
     const struct env_default intel[] = {
