@@ -2,15 +2,20 @@
 """A local cluster simulation: plays the parts of a Kubernetes cluster other than the API server.
 
     cluster.py --kubeconfig PATH [--roles kubelet,scheduler,jobs,deployments,gc] [--cluster-domain cluster.local]
-               [--state-dir DIR] [--log-file FILE] [--job-pod-backoff SECONDS]
+               [--state-dir DIR] [--log-file FILE] [--job-pod-backoff SECONDS] [--nodes N]
                [--node-resource NAME=QUANTITY]
 
 Roles (each in its own thread, against any API server reachable through the kubeconfig):
-  kubelet    runs pods as processes on this machine (kubelet.py); registers the Node "sim-node" and
-             keeps it Ready (Lease in kube-node-lease, status heartbeats) where nodes are served.
-             With a real kube-controller-manager and kube-scheduler (launch.py --control-plane),
+  kubelet    runs pods as processes on this machine (kubelet.py), for --nodes N nodes: "sim-node",
+             then "sim-node-1", "sim-node-2", ... (default 1), each a network namespace of its own
+             with its own address, where host-network pods run; registers each Node and keeps it
+             Ready (Lease in kube-node-lease, status heartbeats) where nodes are served. With a
+             real kube-controller-manager and kube-scheduler (launch.py --control-plane),
              `--roles kubelet` alone makes a whole cluster
-  scheduler  binds pods that have no node to the single node "sim-node" (and creates that Node)
+  scheduler  binds pods that have no node to one of the --nodes nodes (and creates those Nodes):
+             nodeSelector and host ports as kube-scheduler's filters have them, then the node with
+             the fewest pods; a pod no node fits stays Pending, PodScheduled False, reason
+             Unschedulable (Scheduler)
   jobs       the batch/v1 Job controller (jobcontroller.py)
   deployments
              the apps/v1 Deployment and ReplicaSet controllers (deployments.py)
@@ -37,10 +42,11 @@ import importlib.util
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+from apitime import now_rfc3339  # noqa: E402
 from kube import Informer, Kube, KubeError  # noqa: E402
+from node import MAX_NODES, NODE_NAME, node_labels, node_names  # noqa: E402
 
 ROLES = ("kubelet", "scheduler", "jobs", "deployments", "gc")
-NODE_NAME = "sim-node"
 
 log = logging.getLogger("cluster")
 
@@ -50,16 +56,68 @@ def action(text):
     logging.getLogger("action").info("%s", text)
 
 
-class Scheduler:
-    """Binds unscheduled pods (of the default scheduler, without scheduling gates) to the one node
-    through the pods/binding subresource, which sets spec.nodeName and PodScheduled."""
+# kube-scheduler 1.32's words for a node its filters turned down, and for why preemption does not
+# help there (all pods are taken to have one priority: no lower-priority pod to preempt).
+NODE_SELECTOR = "node(s) didn't match Pod's node affinity/selector"
+NODE_PORTS = "node(s) didn't have free ports for the requested pod ports"
+PREEMPTION = {NODE_SELECTOR: "Preemption is not helpful for scheduling",
+              NODE_PORTS: "No preemption victims found for incoming pod"}
 
-    def __init__(self, kube, node_name=NODE_NAME, scheduler_names=("default-scheduler",)):
+
+def host_ports(pod):
+    """The (hostIP, protocol, hostPort) its containers ask of their node, as kube-scheduler's
+    NodePorts plugin reads them: hostPort set, hostIP defaulting to 0.0.0.0, protocol to TCP."""
+    found = set()
+    for c in (pod.get("spec") or {}).get("containers") or []:
+        for p in c.get("ports") or []:
+            if p.get("hostPort"):
+                found.add((p.get("hostIP") or "0.0.0.0", p.get("protocol") or "TCP", int(p["hostPort"])))
+    return found
+
+
+def ports_conflict(wanted, used):
+    """Whether one of wanted takes a host port one of used holds: same protocol and port, on the
+    same address or on 0.0.0.0 (every address)."""
+    return any(ip == uip or "0.0.0.0" in (ip, uip) for ip, proto, port in wanted for uip, uproto, uport in used
+               if (proto, port) == (uproto, uport))
+
+
+def unschedulable_message(reasons, preemption_never=False):
+    """kube-scheduler's message for a pod no node fits, reasons being {node: why not}: the count
+    of nodes per reason, then what preemption found."""
+    def histogram(words):
+        counts = {}
+        for w in words:
+            counts[w] = counts.get(w, 0) + 1
+        return ", ".join(sorted("%d %s" % (n, w) for w, n in counts.items()))
+    n = len(reasons)
+    if preemption_never:
+        after = "not eligible due to preemptionPolicy=Never."
+    else:
+        after = "0/%d nodes are available: %s." % (n, histogram(PREEMPTION[r] for r in reasons.values()))
+    return "0/%d nodes are available: %s. preemption: %s" % (n, histogram(reasons.values()), after)
+
+
+class Scheduler:
+    """Binds unscheduled pods (of the default scheduler, without scheduling gates) to one of the
+    nodes through the pods/binding subresource, which sets spec.nodeName and PodScheduled. As
+    kube-scheduler's filters do, a node fits a pod when it has every label of the pod's
+    nodeSelector (kubernetes.io/hostname and the os and arch labels a kubelet gives its Node) and
+    none of the host ports its containers ask for is held by a pod on that node that has not
+    finished; among the nodes that fit, the one with the fewest such pods (the first on a tie),
+    so that the pods of one job spread. A pod no node fits stays Pending with PodScheduled False,
+    reason Unschedulable and kube-scheduler's message, and is tried again as pods come and go.
+    Not modelled: resources, taints, affinity, priorities and preemption."""
+
+    def __init__(self, kube, nodes=(NODE_NAME,), scheduler_names=("default-scheduler",)):
         self.kube = kube
-        self.node = node_name
+        self.nodes = list(nodes)
+        self.labels = {n: node_labels(n) for n in self.nodes}
         self.names = set(scheduler_names)
         self.pods = Informer(kube, "/api/v1/pods", self._event)
         self.pending = set()
+        self.assumed = {}         # (ns, name) -> (uid, node) bound here, not yet bound in the cache
+        self.rescan = False
         self.cond = threading.Condition()
         self.binding_served = True
 
@@ -67,6 +125,10 @@ class Scheduler:
         if etype != "DELETED" and self._wants(pod):
             with self.cond:
                 self.pending.add((pod["metadata"]["namespace"], pod["metadata"]["name"]))
+                self.cond.notify()
+        elif etype == "DELETED" or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            with self.cond:        # what it held on its node may let a waiting pod in
+                self.rescan = True
                 self.cond.notify()
 
     def _wants(self, pod):
@@ -83,29 +145,90 @@ class Scheduler:
         return True
 
     def ensure_node(self):
-        node = {"apiVersion": "v1", "kind": "Node",
-                "metadata": {"name": self.node, "labels": {"kubernetes.io/hostname": self.node,
-                                                           "kubernetes.io/os": "linux"}}}
-        code, body = self.kube.request("GET", "/api/v1/nodes/" + self.node)
-        if code == 200:
-            return
-        code, body = self.kube.request("POST", "/api/v1/nodes", node)
-        if code in (201, 409):
-            action("scheduler: created node %s" % self.node)
-        elif code in (404, 405):
-            log.info("scheduler: this API server serves no nodes; running without a Node object")
-        else:
-            raise KubeError(code, body)
+        for name in self.nodes:
+            node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": self.labels[name]}}
+            code, body = self.kube.request("GET", "/api/v1/nodes/" + name)
+            if code == 200:
+                continue
+            code, body = self.kube.request("POST", "/api/v1/nodes", node)
+            if code in (201, 409):
+                action("scheduler: created node %s" % name)
+            elif code in (404, 405):
+                log.info("scheduler: this API server serves no nodes; running without Node objects")
+                return
+            else:
+                raise KubeError(code, body)
 
-    def bind(self, ns, name):
+    def _placed(self):
+        """{node: [pod]}: the pods on each node that have not finished, those bound here that
+        the cache does not show bound yet included."""
+        placed = {n: [] for n in self.nodes}
+        cached = set()
+        for pod in self.pods.items():
+            meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+            key = (meta.get("namespace"), meta.get("name"))
+            cached.add(key)
+            node = spec.get("nodeName")
+            assumed = self.assumed.get(key)
+            if node or (assumed and assumed[0] != meta.get("uid")):
+                self.assumed.pop(key, None)
+            elif assumed:
+                node = assumed[1]
+            if node in placed and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+                placed[node].append(pod)
+        for key in set(self.assumed) - cached:
+            del self.assumed[key]
+        return placed
+
+    def _why_not(self, pod, node, placed):
+        """None when pod fits node, else the reason kube-scheduler's filters give."""
+        labels = self.labels[node]
+        if any(labels.get(k) != v for k, v in ((pod.get("spec") or {}).get("nodeSelector") or {}).items()):
+            return NODE_SELECTOR
+        wanted = host_ports(pod)
+        if wanted and ports_conflict(wanted, set().union(*(host_ports(p) for p in placed[node]))):
+            return NODE_PORTS
+        return None
+
+    def pick(self, pod, placed):
+        """(node, None) for the node pod goes to, or (None, {node: why not}) when none fits."""
+        reasons = {n: self._why_not(pod, n, placed) for n in self.nodes}
+        fit = [n for n in self.nodes if reasons[n] is None]
+        if not fit:
+            return None, reasons
+        return min(fit, key=lambda n: len(placed[n])), None
+
+    def unschedulable(self, pod, reasons):
+        """PodScheduled False, reason Unschedulable, with kube-scheduler's message; written only
+        when it says something new."""
+        meta = pod["metadata"]
+        message = unschedulable_message(reasons, (pod.get("spec") or {}).get("preemptionPolicy") == "Never")
+        conds = (pod.get("status") or {}).get("conditions") or []
+        old = next((c for c in conds if c.get("type") == "PodScheduled"), {})
+        if (old.get("status"), old.get("reason"), old.get("message")) == ("False", "Unschedulable", message):
+            return
+        cond = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
+                "lastProbeTime": None,
+                "lastTransitionTime": old.get("lastTransitionTime") if old.get("status") == "False" else now_rfc3339()}
+        path = "/api/v1/namespaces/%s/pods/%s" % (meta["namespace"], meta["name"])
+        if self.kube.patch_status(path, {"status": {"conditions": [c for c in conds if c is not old] + [cond]}}):
+            action("scheduler: pod %s/%s unschedulable: %s" % (meta["namespace"], meta["name"], message))
+
+    def bind(self, ns, name, placed):
         pod = self.pods.get(ns, name)
-        if pod is None or not self._wants(pod):
+        if pod is None or not self._wants(pod) or (ns, name) in self.assumed or not self.binding_served:
+            return
+        node, reasons = self.pick(pod, placed)
+        if node is None:
+            self.unschedulable(pod, reasons)
             return
         code, body = self.kube.request("POST", "/api/v1/namespaces/%s/pods/%s/binding" % (ns, name), {
             "apiVersion": "v1", "kind": "Binding", "metadata": {"name": name, "namespace": ns},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": self.node}})
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node}})
         if code in (200, 201):
-            action("scheduler: bound pod %s/%s to %s" % (ns, name, self.node))
+            self.assumed[(ns, name)] = (pod["metadata"].get("uid"), node)
+            placed[node].append(pod)
+            action("scheduler: bound pod %s/%s to %s" % (ns, name, node))
             return
         details = (body.get("details") or {}) if isinstance(body, dict) else {}
         if code == 404 and not details.get("name"):
@@ -124,21 +247,23 @@ class Scheduler:
                 self.ensure_node()
                 break
             except (KubeError, OSError) as e:
-                log.warning("scheduler: node %s: %s", self.node, e)
+                log.warning("scheduler: nodes %s: %s", ", ".join(self.nodes), e)
                 stop_event.wait(1.0)
         self.pods.start(stop_event)
         last_scan = 0.0
         while not stop_event.is_set():
             with self.cond:
-                if not self.pending:
+                if not self.pending and not self.rescan:
                     self.cond.wait(0.5)
                 batch, self.pending = sorted(self.pending), set()
-            if time.monotonic() - last_scan > 2.0:
+                rescan, self.rescan = self.rescan, False
+            if rescan or time.monotonic() - last_scan > 2.0:
                 last_scan = time.monotonic()
                 batch += [(p["metadata"]["namespace"], p["metadata"]["name"]) for p in self.pods.items() if self._wants(p)]
-            for ns, name in batch:
+            placed = self._placed() if batch else None
+            for ns, name in dict.fromkeys(batch):
                 try:
-                    self.bind(ns, name)
+                    self.bind(ns, name, placed)
                 except (KubeError, OSError) as e:
                     log.warning("scheduler: pod %s/%s: %s", ns, name, e)
 
@@ -221,6 +346,9 @@ def parse_args(argv):
                     help="what the kubelet's Node offers (repeatable), over this machine's own figures: "
                          "cpu=64, memory=256Gi, pods=250, or an extended resource such as nvidia.com/gpu=4, "
                          "as a device plugin would advertise it")
+    ap.add_argument("--nodes", type=int, default=1, metavar="N",
+                    help="how many nodes the kubelet serves and the scheduler binds to: sim-node, then "
+                         "sim-node-1, sim-node-2, ... (default 1, at most %d)" % MAX_NODES)
     ap.add_argument("--job-pod-backoff", type=float, default=10.0, metavar="SECONDS",
                     help="first delay before a Job's failed pod is replaced, doubled per failure up to 6 min "
                          "(default 10, as kube-controller-manager; 0 disables)")
@@ -238,6 +366,10 @@ def parse_args(argv):
     if len(set(roles)) != len(roles):
         ap.print_usage(sys.stderr)
         sys.stderr.write("cluster.py: error: --roles: a role is named twice\n")
+        sys.exit(2)
+    if not (1 <= args.nodes <= MAX_NODES):
+        ap.print_usage(sys.stderr)
+        sys.stderr.write("cluster.py: error: --nodes must be between 1 and %d\n" % MAX_NODES)
         sys.exit(2)
     if not (0 <= args.job_pod_backoff <= 3600):
         ap.print_usage(sys.stderr)
@@ -320,10 +452,10 @@ def main(argv=None):
             from kubelet import Kubelet
             kubelet = Kubelet(kube, args.cluster_domain, state_dir, image_bin=args.image_bin,
                               image_files=image_files, node_resources=args.node_resources,
-                              images=args.images)
+                              images=args.images, nodes=args.nodes)
             runners.append(("kubelet", kubelet.run))
         if "scheduler" in args.roles:
-            runners.append(("scheduler", Scheduler(kube).run))
+            runners.append(("scheduler", Scheduler(kube, node_names(args.nodes)).run))
         if "jobs" in args.roles:
             from jobcontroller import JobController
             runners.append(("jobs", JobController(kube, backoff=args.job_pod_backoff, action_log=action).run))

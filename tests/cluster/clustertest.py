@@ -132,9 +132,9 @@ class DeletionFinisher:
 
 class ClusterHarness:
     """The API server plus cluster.py as a subprocess (and, without the kubelet role, a
-    DeletionFinisher); stop() removes them."""
+    DeletionFinisher), with `nodes` nodes (cluster.py --nodes); stop() removes them."""
 
-    def __init__(self, roles="jobs,gc,scheduler"):
+    def __init__(self, roles="jobs,gc,scheduler", nodes=1):
         self.dir = tempfile.mkdtemp(prefix="cluster-test.")
         self.api_dir = os.path.join(self.dir, "api")
         self.sim = None
@@ -144,7 +144,7 @@ class ClusterHarness:
         self.sim = subprocess.Popen([sys.executable, os.path.join(HERE, "cluster.py"), "--kubeconfig",
                                      os.path.join(self.api_dir, "kubeconfig"), "--roles", roles,
                                      "--state-dir", os.path.join(self.dir, "sim"), "--log-file", self.log_path,
-                                     "--job-pod-backoff", "0.2"],
+                                     "--job-pod-backoff", "0.2", "--nodes", str(nodes)],
                                     stdin=subprocess.DEVNULL)
 
     def stop(self):
@@ -167,11 +167,12 @@ class ClusterTestCase(unittest.TestCase):
     """A ClusterHarness for the class; its tests play the kubelet (or run its role)."""
 
     roles = "jobs,gc,scheduler"
+    nodes = 1
     WAIT = 60.0
 
     @classmethod
     def setUpClass(cls):
-        cls.h = ClusterHarness(cls.roles)
+        cls.h = ClusterHarness(cls.roles, cls.nodes)
         cls.k = cls.h.kube
 
     @classmethod

@@ -63,7 +63,7 @@ def serve(control_dir, kubelet):
         else:
             ok = False
         ans = {"ok": ok, "error": "" if ok else "no running pod %s/%s on %s (or unknown action %r)"
-               % (ns, name, kubelet.node, action)}
+               % (ns, name, ", ".join(kubelet.nodes), action)}
         tmp = p[:-5] + ".done.tmp"
         with open(tmp, "w") as f:
             json.dump(ans, f)

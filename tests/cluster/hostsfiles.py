@@ -1,16 +1,20 @@
 """The /etc/hosts and /etc/resolv.conf the simulated kubelet gives each pod (under
-/etc/netns/<pod's network namespace>/, bound into its containers), standing in for cluster DNS:
+/etc/netns/<the pod's name of its network namespace>/, bound into its containers), standing in
+for cluster DNS:
 
-  - hosts names every running pod of the node as <hostname>.<subdomain>.<namespace>.svc.<domain>
-    (and without the domain), the pod itself by its hostname, and any shorter name that the
-    pod's resolver would complete to one of those through its search list, as it does against
-    cluster DNS (<hostname>.<subdomain> through <namespace>.svc.<domain>; <hostname> only through
-    a search entry <subdomain>.<namespace>.svc.<domain>), rewritten as pods come and go;
+  - hosts names every running pod of the kubelet's nodes as
+    <hostname>.<subdomain>.<namespace>.svc.<domain> (and without the domain) at its podIP (a
+    host-network pod's is its node's address), the pod itself by its host name (a host-network
+    pod's is its node's name), and any shorter name that the pod's resolver would complete to
+    one of those through its search list, as it does against cluster DNS
+    (<hostname>.<subdomain> through <namespace>.svc.<domain>; <hostname> only through a search
+    entry <subdomain>.<namespace>.svc.<domain>), rewritten as pods come and go;
   - resolv.conf searches <namespace>.svc.<domain>, svc.<domain>, <domain> and the pod's
     dnsConfig searches, with a name server that answers nothing (127.0.0.1), so a name outside
     the hosts file fails at once instead of timing out.
 
-Each runner passed in has ns, hostname, subdomain, pod_ip and spec.
+Each runner passed in has ns, hostname (the pod's name in DNS), uts_hostname (its containers'
+host name), subdomain, pod_ip and spec.
 """
 
 
@@ -24,7 +28,7 @@ def search_list(me, domain):
 
 
 def hosts_text(me, live, domain):
-    """The hosts file of runner me, given the runners of the node's running pods. A hosts file
+    """The hosts file of runner me, given the runners of the running pods. A hosts file
     is not searched: the short names the search list would complete are listed themselves."""
     search = [s.strip(".") for s in search_list(me, domain)]
     lines = ["# Kubernetes-managed hosts file (simulated by the cluster's kubelet).",
@@ -39,7 +43,7 @@ def hosts_text(me, live, domain):
             names += [full, base]
             names += [full[:-len(s) - 1] for s in search if full.endswith("." + s)]
         if r is me:
-            names.append(r.hostname)
+            names.append(r.uts_hostname)
         if names:
             lines.append("%s\t%s" % (r.pod_ip, " ".join(dict.fromkeys(names))))
     return "\n".join(lines) + "\n"

@@ -1,15 +1,26 @@
-"""The simulated kubelet: runs the containers of pods bound to one node as processes on this
+"""The simulated kubelet: runs the containers of pods bound to its nodes as processes on this
 machine (standard library + PyYAML through kube.py; needs root, iproute2 and util-linux).
 
     k = Kubelet(kube, "cluster.local", state_dir)   # node "sim-node", pods in 10.244.0.0/16
+    k = Kubelet(kube, "cluster.local", state_dir, nodes=3)   # sim-node, sim-node-1, sim-node-2
     k.run(stop_event)                                # blocks until stop_event is set
     k.cleanup()                                      # idempotent; run() also calls it
 
-Per pod (spec.nodeName == node name, no deletionTimestamp, not yet finished):
-  - a network namespace with its own address on a bridge the kubelet creates (netns.py), and
-    /etc/netns/<ns>/hosts naming every running pod of the node as
+The nodes: one Kubelet serves them all (one pod watch, one bridge and pod CIDR, one control
+folder, one hosts-file view of every pod), and each node is a host of its own on the bridge: a
+network namespace with an address from the top of the CIDR (netns.py), which is its InternalIP
+and the hostIP of its pods, and a NodeReporter (node.py) registering it. With one node the node's
+address is still its namespace's, not the bridge's gateway.
+
+Per pod (spec.nodeName one of the nodes, no deletionTimestamp, not yet finished):
+  - a network namespace with its own address on a bridge the kubelet creates (netns.py), or for
+    a host-network pod (spec.hostNetwork) its node's namespace, shared with the node's other
+    host-network pods (their ports collide there as on a real host: a second bind of a port
+    fails), podIP the node's address and host name (UTS, $HOSTNAME) the node's name; and
+    /etc/netns/<ns>/hosts (each host-network pod has a name of its own for its node's namespace,
+    and so its own hosts file) naming every running pod of the nodes as
     <hostname>.<subdomain>.<namespace>.svc.<domain> (and without the domain; <hostname>.<subdomain>
-    and <hostname> for pods of the same namespace), rewritten as pods come and go;
+    and <hostname> for pods of the same namespace) at its podIP, rewritten as pods come and go;
   - ConfigMap, Secret (items, defaultMode, mode, optional; fsGroup adds group read), emptyDir,
     hostPath and downwardAPI volumes, written under <state_dir>/pods/<uid>/volumes and bound at
     their mount paths (subPath, readOnly) in the container's private mount namespace; ConfigMaps
@@ -33,11 +44,13 @@ Per pod (spec.nodeName == node name, no deletionTimestamp, not yet finished):
     container ended with 0, else Failed), namespace removed, then the pod is deleted with
     gracePeriodSeconds=0 if it still exists.
 
-The node (NodeReporter), where the server serves nodes: the Node object with capacity and
-allocatable (this machine's cpu, memory and disk, 110 pods, node_resources such as
-{"nvidia.com/gpu": "4"}), conditions, addresses and nodeInfo; a Lease in kube-node-lease renewed
-every 10 s and node status posted every 10 s, so a real kube-controller-manager keeps the node
-Ready and untainted and a real kube-scheduler binds pods to it. Projected serviceAccountToken
+Each node (a NodeReporter of its own), where the server serves nodes: the Node object with
+capacity and allocatable (this machine's cpu, memory and disk, 110 pods, node_resources such as
+{"nvidia.com/gpu": "4"}, the same for every node), conditions, addresses (InternalIP: the node's
+namespace's address) and nodeInfo (the first node's machine and boot ids are this machine's, the
+others' their own); a Lease in kube-node-lease renewed every 10 s and node status posted every
+10 s, so a real kube-controller-manager keeps the nodes Ready and untainted and a real
+kube-scheduler binds pods to them, spreading them as it does. Projected serviceAccountToken
 sources (what the ServiceAccount admission plugin adds to every pod) are filled through the
 TokenRequest API, bound to the pod.
 
@@ -58,9 +71,11 @@ command/args rules over the image's ENTRYPOINT/CMD, the image's Env under the po
 or the image's WorkingDir, runAsUser/runAsGroup or the image's USER (runAsNonRoot with a root
 image: CreateContainerConfigError), containerd's default capabilities with securityContext's
 add/drop, the volumes, and the pod's hosts, resolv.conf and hostname, in the pod's network
-namespace. Exec probes run with `runc exec`; kill, evict and deletion signal through `runc kill`.
-The kubernetes Service in default is proxied to the API server as kube-proxy does (proxy.py) and
-every container gets its KUBERNETES_SERVICE_* variables, so in-cluster configuration works.
+namespace (a host-network pod's: its node's). Exec probes run with `runc exec`; kill, evict and
+deletion signal through `runc kill`. The kubernetes Service in default is proxied to the API
+server as kube-proxy does (proxy.py; for pods and host-network pods alike, as every namespace
+reaches it through the bridge) and every container gets its KUBERNETES_SERVICE_* variables, so
+in-cluster configuration works.
 
 Without images (the older mode, for the kubelet's own tests): a container runs this machine's
 programs, as it finds them on its PATH. image_files
@@ -73,10 +88,10 @@ folders are not changed.
 
 Everything is named after a prefix derived from the state directory (or given): a later Kubelet
 on the same state directory, or sweep(prefix), removes what a crashed run left behind.
-Where it lives: this file holds the Kubelet (the pod watch, the runners, the bridge, the test
-hooks, cleanup); podrunner.py a pod from its sandbox to its end, containerstate.py a container's
+Where it lives: this file holds the Kubelet (the pod watch, the runners, the bridge and the
+nodes' namespaces, the test hooks, cleanup); podrunner.py a pod from its sandbox to its end, containerstate.py a container's
 state and status, podvolumes.py the volumes, podenv.py a container's environment and process,
-probes.py the probes, node.py the Node and its Lease, hostsfiles.py the hosts and resolv.conf
+probes.py the probes, node.py the Nodes and their Leases, hostsfiles.py the hosts and resolv.conf
 files, control.py the control folder, leftovers.py what a kubelet leaves and its removal;
 runtime.py, netns.py, proxy.py and podinit.py the container runtime, the network, the service
 proxy and the init process of containers without images.
@@ -101,12 +116,11 @@ from control import request  # noqa: F401  (kubelet.request: the entry other pro
 from events import EventRecorder
 from kube import KubeError
 from leftovers import reap, sweep  # noqa: F401  (kubelet.reap, kubelet.sweep)
-from node import NodeReporter
+from node import NODE_NAME, NodeReporter, node_names
 from podrunner import GRACE_CAP, TICK, PodRunner
 
 log = logging.getLogger("kubelet")
 
-NODE_NAME = "sim-node"
 DEFAULT_POD_CIDR = "10.244.0.0/16"
 PROXY_SYNC = 5.0
 RUNNERS_STOP = 30.0      # cleanup() waits this long in all for the pods' runners to stop
@@ -120,10 +134,11 @@ def prefix_for(state_dir):
 
 
 class Kubelet:
-    """The kubelet of one node: watches the pods bound to it and runs each with a PodRunner."""
+    """The kubelet of `nodes` nodes (node_name, then node_name-1, ...): watches the pods bound to
+    any of them and runs each with a PodRunner."""
 
     def __init__(self, kube, cluster_domain, state_dir, node_name=NODE_NAME, pod_cidr=None, prefix=None,
-                 image_bin=None, image_files=None, node_resources=None, images=None):
+                 image_bin=None, image_files=None, node_resources=None, images=None, nodes=1):
         self.kube = kube
         if images and (image_bin or image_files):
             raise ValueError("containers run either from images or as host programs with image files")
@@ -147,16 +162,18 @@ class Kubelet:
             self.store = runtime.ImageStore(images, runtime.shared_cache_dir(images))
             self.runtime = runtime.Runtime(self.runc_root)
         self.proxy = None         # proxy.ServiceProxy once the bridge is up (needs iptables)
-        self.node = node_name
+        self.nodes = node_names(nodes, node_name)
+        self.node = self.nodes[0]
+        self.node_nets = {}       # node name -> netns.PodNet of its namespace, once started
         self.prefix = netns.check_prefix(prefix or prefix_for(self.state_dir))
         # Without a CIDR given (argument or MPIJOB_SIM_POD_CIDR), 10.244.0.0/16, or the first free
         # /16 from 10.200.0.0 on when a route already uses it (another simulation running).
         self.pod_cidr = pod_cidr or os.environ.get("MPIJOB_SIM_POD_CIDR")
         self.net = None
-        self.host_ip = None
+        self.host_ip = None       # the first node's address, once started
         self.logs_dir = os.path.join(self.state_dir, "logs")
         self.control_dir = os.path.join(self.state_dir, "control")
-        self.events = EventRecorder(kube, "kubelet", self.node)
+        self.events = {n: EventRecorder(kube, "kubelet", n) for n in self.nodes}   # by node
         self.stopping = threading.Event()
         self._lock = threading.RLock()
         self._runners = {}        # uid -> PodRunner
@@ -195,6 +212,10 @@ class Kubelet:
             self._created.append(top)
             with open(self._created_paths_file, "w") as f:
                 json.dump(self._created, f)
+
+    def node_ip(self, node):
+        """The address of node (its namespace's), the hostIP of its pods."""
+        return self.node_nets[node].ip
 
     def pod_network_changed(self, _runner):
         self._write_hosts()
@@ -258,7 +279,7 @@ class Kubelet:
         meta = pod.get("metadata") or {}
         spec = pod.get("spec") or {}
         uid = meta.get("uid")
-        if spec.get("nodeName") != self.node or not uid:
+        if spec.get("nodeName") not in self.nodes or not uid:
             return
         with self._lock:
             r = self._runners.get(uid)
@@ -307,18 +328,21 @@ class Kubelet:
         cidr = self.pod_cidr
         if not cidr:
             cidr = DEFAULT_POD_CIDR if netns.cidr_is_free(DEFAULT_POD_CIDR) else netns.free_cidr()
-        self.net = netns.Network(self.prefix, cidr)
-        self.host_ip = self.net.gateway
+        self.net = netns.Network(self.prefix, cidr, nodes=len(self.nodes))
         if self.image_files:
             self._make_image()
         self.net.up()
+        for i, name in enumerate(self.nodes):
+            self.node_nets[name] = self.net.add_node(i)
+        self.host_ip = self.node_ip(self.node)
         if shutil.which("iptables"):
             self.proxy = proxy.ServiceProxy(self.prefix, self.net.bridge)
             self._sync_proxy()
         self._started = True
         with open(os.path.join(self.state_dir, "kubelet.json"), "w") as f:
             json.dump({"prefix": self.prefix, "podCIDR": str(self.net.net), "bridge": self.net.bridge,
-                       "hostIP": self.host_ip, "node": self.node, "pid": os.getpid()}, f)
+                       "hostIP": self.host_ip, "node": self.node, "pid": os.getpid(),
+                       "nodes": {n: {"ip": net.ip, "netns": net.ns} for n, net in self.node_nets.items()}}, f)
 
     def _sync_proxy(self):
         if self.proxy is None:
@@ -355,9 +379,11 @@ class Kubelet:
         watcher = threading.Thread(target=self.kube.watch, name="kubelet-watch",
                                    args=("/api/v1/pods", None, self._on_event, watch_stop), daemon=True)
         watcher.start()
-        node_thread = threading.Thread(target=NodeReporter(self, self.node_resources).run, name="kubelet-node",
-                                       args=(watch_stop,), daemon=True)
-        node_thread.start()
+        node_threads = [threading.Thread(target=NodeReporter(self, n, self.node_resources).run,
+                                         name="kubelet-node-" + n, args=(watch_stop,), daemon=True)
+                        for n in self.nodes]
+        for t in node_threads:
+            t.start()
         next_proxy = time.monotonic() + PROXY_SYNC
         try:
             while not stop_event.is_set():
@@ -376,7 +402,8 @@ class Kubelet:
             watch_stop.set()
             self.cleanup()
             watcher.join(timeout=5)
-            node_thread.join(timeout=5)
+            for t in node_threads:
+                t.join(timeout=5)
 
     # ---------------------------------------------------------------- cleanup
     def _remove_created_paths(self):

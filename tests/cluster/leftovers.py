@@ -2,8 +2,9 @@
 same state directory (at start), by its own cleanup(), or by cluster.py's reaper when the
 kubelet died without cleaning up (SIGKILL, a crash).
 
-A kubelet names everything after its prefix (kubelet.prefix_for): network namespaces, veths,
-the bridge, /etc/netns folders and the service proxy's iptables rules; its runc containers live
+A kubelet names everything after its prefix (kubelet.prefix_for): network namespaces (the
+nodes', the pods', and host-network pods' names of their node's), veths, the bridge, /etc/netns
+folders and the service proxy's iptables rules; its runc containers live
 under <state_dir>/runc and their roots under <state_dir>/containers; the host folders and files
 it made for hostPath volumes are listed in <state_dir>/created-paths.json.
 """

@@ -1,18 +1,29 @@
-"""Network plumbing of the simulated kubelet: one bridge, and per pod a network namespace joined
-to it by a veth pair (standard library only; needs root and iproute2).
+"""Network plumbing of the simulated kubelet: one bridge; per node a network namespace joined to
+it by a veth pair, the node's host; per pod a namespace of its own joined the same way, or, for a
+host-network pod, a second name of its node's namespace (standard library only; needs root,
+iproute2 and util-linux).
 
 Every name starts with a short prefix (letters and digits, at most 7 characters) so that
 interface names stay within the kernel's 15 characters and so that sweep(prefix) can find what
 a crashed run left behind:
 
     bridge      <prefix>br          holds the gateway address, <cidr>.1
-    namespace   <prefix>-<n>        eth0 (<cidr>.<n+1>/len, default route via the bridge) and lo
+    node        <prefix>-node<i>    eth0 at the i-th address from the top of the CIDR (node 0:
+                                    <cidr>.254 of a /24), default route via the bridge, and lo
+    node veth   <prefix>n<i>        enslaved to the bridge
+    namespace   <prefix>-<n>        a pod's: eth0 (<cidr>.<n+1>/len, default route via the bridge)
+                                    and lo; pod addresses stop below the nodes'
     host veth   <prefix>h<n>        enslaved to the bridge
-    hosts file  /etc/netns/<prefix>-<n>/hosts   (ip netns exec binds it over /etc/hosts)
+    host pod    <prefix>-hn<n>      a host-network pod's name for its node's namespace (a bind
+                                    mount of it under /var/run/netns): the node's interfaces,
+                                    addresses and ports, the pod's own /etc/netns folder
+    hosts file  /etc/netns/<ns>/hosts   (ip netns exec binds it over /etc/hosts)
 
-    net = Network("ks1a2b", "10.244.0.0/16")
+    net = Network("ks1a2b", "10.244.0.0/16", nodes=2)
     net.up()
+    node = net.add_node(0)          # PodNet(ns, ip, host_if) of node 0, the first
     pod = net.add_pod()             # PodNet(ns, ip, host_if)
+    hpod = net.add_host_pod(node)   # PodNet(ns, node.ip, None): shares the node's namespace
     net.write_file(pod, "hosts", text)
     net.remove_pod(pod)
     net.down()
@@ -29,6 +40,7 @@ import subprocess
 import threading
 
 NETNS_ETC = "/etc/netns"
+NETNS_RUN = "/var/run/netns"
 _PREFIX_RE = re.compile(r"^[a-z][a-z0-9]{0,6}$")
 MAX_IFNAME = 15
 
@@ -44,6 +56,12 @@ def _ip(*args, check=True):
     return p.stdout
 
 
+def _run(argv):
+    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if p.returncode != 0:
+        raise NetError("%s: %s" % (" ".join(argv), p.stderr.strip() or "exit %d" % p.returncode))
+
+
 def check_prefix(prefix):
     if not _PREFIX_RE.match(prefix or ""):
         raise ValueError("prefix %r: want 1 to 7 lowercase letters or digits, starting with a letter"
@@ -52,13 +70,20 @@ def check_prefix(prefix):
 
 
 class PodNet:
-    """One pod's namespace: ns (its name), ip (dotted string), host_if (host end of the veth)."""
+    """One network namespace by the name a pod or node uses: ns (the name), ip (dotted string),
+    host_if (host end of the veth; None for a host-network pod, whose name is its node's
+    namespace's second name), index (of the address; None for a host-network pod)."""
 
     def __init__(self, ns, ip, host_if, index):
         self.ns = ns
         self.ip = ip
         self.host_if = host_if
         self.index = index
+
+    @property
+    def shared(self):
+        """A host-network pod's name of its node's namespace: other pods' processes live there."""
+        return self.host_if is None
 
     def __repr__(self):
         return "PodNet(%s, %s)" % (self.ns, self.ip)
@@ -97,17 +122,25 @@ def free_cidr(candidates=None):
 
 
 class Network:
-    def __init__(self, prefix, cidr="10.244.0.0/16"):
+    """The bridge, the nodes' namespaces (addresses from the top of the CIDR down, `nodes` of them
+    kept off the pods' range) and the pods' namespaces."""
+
+    def __init__(self, prefix, cidr="10.244.0.0/16", nodes=1):
         self.prefix = check_prefix(prefix)
         self.net = ipaddress.ip_network(cidr)
         if self.net.version != 4 or self.net.prefixlen > 24:
             raise ValueError("pod CIDR %s: want an IPv4 network of /24 or larger" % cidr)
+        if not 1 <= nodes <= self.net.num_addresses // 4:
+            raise ValueError("%d nodes: want 1 to %d in %s" % (nodes, self.net.num_addresses // 4, cidr))
+        self.nodes = nodes
         self.bridge = prefix + "br"
         self.gateway = str(self.net[1])
         self._lock = threading.Lock()
         self._next = 0
         self._used = set()
+        self._host_pods = 0
         self._pods = {}
+        self._nodes = {}
         self._up = False
 
     def up(self):
@@ -121,8 +154,9 @@ class Network:
 
     def _allocate(self):
         # Addresses are not handed out again while others are free, so a finished pod's podIP
-        # keeps pointing at nothing rather than at a newer pod.
-        size = self.net.num_addresses - 3
+        # keeps pointing at nothing rather than at a newer pod. The network's address, the
+        # gateway, the broadcast address and the nodes' addresses are never a pod's.
+        size = self.net.num_addresses - 3 - self.nodes
         for _ in range(size):
             idx = self._next
             self._next = (self._next + 1) % size
@@ -131,29 +165,69 @@ class Network:
                 return idx
         raise NetError("pod CIDR %s is full" % self.net)
 
+    def _plumb(self, ns, host_if, ip):
+        """Namespace ns with eth0 at ip, the other end host_if on the bridge, and a default
+        route via the gateway."""
+        if len(host_if) > MAX_IFNAME:
+            raise NetError("interface name %s is longer than %d characters" % (host_if, MAX_IFNAME))
+        _ip("netns", "add", ns)
+        os.makedirs(os.path.join(NETNS_ETC, ns), exist_ok=True)
+        _ip("link", "add", host_if, "type", "veth", "peer", "name", "eth0", "netns", ns)
+        _ip("link", "set", host_if, "master", self.bridge, "up")
+        _ip("-n", ns, "link", "set", "lo", "up")
+        _ip("-n", ns, "addr", "add", "%s/%d" % (ip, self.net.prefixlen), "dev", "eth0")
+        _ip("-n", ns, "link", "set", "eth0", "up")
+        _ip("-n", ns, "route", "add", "default", "via", self.gateway)
+
+    def add_node(self, i):
+        """Node i's namespace, <prefix>-node<i>: the host its host-network pods run in, at the
+        i-th address from the top of the CIDR (below the broadcast address)."""
+        if not 0 <= i < self.nodes:
+            raise ValueError("node %d: this network has room for %d nodes" % (i, self.nodes))
+        node = PodNet("%s-node%d" % (self.prefix, i), str(self.net[-2 - i]), "%sn%d" % (self.prefix, i), None)
+        try:
+            self._plumb(node.ns, node.host_if, node.ip)
+        except Exception:
+            self._remove(node)
+            raise
+        with self._lock:
+            self._nodes[node.ns] = node
+        return node
+
     def add_pod(self):
         with self._lock:
             idx = self._allocate()
-        ns = "%s-%d" % (self.prefix, idx)
-        host_if = "%sh%d" % (self.prefix, idx)
-        if len(host_if) > MAX_IFNAME:
-            raise NetError("interface name %s is longer than %d characters" % (host_if, MAX_IFNAME))
-        ip = str(self.net[idx + 2])
-        pod = PodNet(ns, ip, host_if, idx)
+        pod = PodNet("%s-%d" % (self.prefix, idx), str(self.net[idx + 2]), "%sh%d" % (self.prefix, idx), idx)
         try:
-            _ip("netns", "add", ns)
-            os.makedirs(os.path.join(NETNS_ETC, ns), exist_ok=True)
-            _ip("link", "add", host_if, "type", "veth", "peer", "name", "eth0", "netns", ns)
-            _ip("link", "set", host_if, "master", self.bridge, "up")
-            _ip("-n", ns, "link", "set", "lo", "up")
-            _ip("-n", ns, "addr", "add", "%s/%d" % (ip, self.net.prefixlen), "dev", "eth0")
-            _ip("-n", ns, "link", "set", "eth0", "up")
-            _ip("-n", ns, "route", "add", "default", "via", self.gateway)
+            self._plumb(pod.ns, pod.host_if, pod.ip)
+        except Exception:
+            self._remove(pod)
+            with self._lock:
+                self._used.discard(idx)
+            raise
+        with self._lock:
+            self._pods[pod.ns] = pod
+        return pod
+
+    def add_host_pod(self, node):
+        """A host-network pod on node (its PodNet from add_node): a second name of the node's
+        namespace, <prefix>-hn<n>, whose /etc/netns folder holds the pod's own hosts and
+        resolv.conf. Containers entered by that name share the node's interfaces, address and
+        ports with the node's other host-network pods, as on a real host."""
+        with self._lock:
+            n = self._host_pods
+            self._host_pods += 1
+        pod = PodNet("%s-hn%d" % (self.prefix, n), node.ip, None, None)
+        path = os.path.join(NETNS_RUN, pod.ns)
+        try:
+            os.close(os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL, 0o444))
+            _run(["mount", "--bind", os.path.join(NETNS_RUN, node.ns), path])
+            os.makedirs(os.path.join(NETNS_ETC, pod.ns), exist_ok=True)
         except Exception:
             self._remove(pod)
             raise
         with self._lock:
-            self._pods[ns] = pod
+            self._pods[pod.ns] = pod
         return pod
 
     def write_file(self, pod, name, text):
@@ -169,9 +243,13 @@ class Network:
             os.close(fd)
 
     def _remove(self, pod):
-        kill_netns_processes(pod.ns)
+        # A host-network pod's name goes alone: the node's namespace, and the processes of its
+        # other pods there, stay.
+        if not pod.shared:
+            kill_netns_processes(pod.ns)
         _ip("netns", "del", pod.ns, check=False)
-        _ip("link", "del", pod.host_if, check=False)
+        if not pod.shared:
+            _ip("link", "del", pod.host_if, check=False)
         shutil.rmtree(os.path.join(NETNS_ETC, pod.ns), ignore_errors=True)
 
     def remove_pod(self, pod):
@@ -181,9 +259,11 @@ class Network:
         self._remove(pod)
 
     def down(self):
+        """Removes the pods' namespaces, then the nodes', then the bridge."""
         with self._lock:
-            pods = list(self._pods.values())
+            pods = list(self._pods.values()) + list(self._nodes.values())
             self._pods.clear()
+            self._nodes.clear()
         for pod in pods:
             self._remove(pod)
         if self._up:
@@ -221,7 +301,7 @@ def sweep(prefix):
         links = []
     for link in links:
         name = link.get("ifname", "")
-        if name.startswith(prefix) and (name == prefix + "br" or re.match(re.escape(prefix) + r"h\d+$", name)):
+        if name.startswith(prefix) and (name == prefix + "br" or re.match(re.escape(prefix) + r"[hn]\d+$", name)):
             _ip("link", "del", name, check=False)
             removed.append(name)
     if os.path.isdir(NETNS_ETC):

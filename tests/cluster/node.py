@@ -1,8 +1,9 @@
-"""The node side of the simulated kubelet: the Node object it registers (capacity and
-allocatable, conditions, addresses, nodeInfo, labels), its status posted every STATUS_HEARTBEAT
-seconds and its Lease in kube-node-lease renewed every LEASE_RENEW seconds, so that a real
-kube-controller-manager keeps the node Ready and untainted and a real kube-scheduler binds pods
-to it.
+"""The node side of the simulated kubelet, one NodeReporter per node: the Node object it
+registers (capacity and allocatable, conditions, addresses, nodeInfo, labels), its status posted
+every STATUS_HEARTBEAT seconds and its Lease in kube-node-lease renewed every LEASE_RENEW
+seconds, so that a real kube-controller-manager keeps the node Ready and untainted and a real
+kube-scheduler binds pods to it. Every node has its own address (InternalIP: its network
+namespace's, netns.py) and its own machine and boot ids; the first node's are this machine's.
 """
 
 import hashlib
@@ -14,6 +15,35 @@ from apitime import now_micro, now_rfc3339
 from kube import KubeError
 
 log = logging.getLogger("kubelet")
+
+NODE_NAME = "sim-node"
+MAX_NODES = 64
+
+
+def node_names(count, first=NODE_NAME):
+    """The names of a simulation's nodes: first ("sim-node"), then first-1, first-2, ..."""
+    if not 1 <= count <= MAX_NODES:
+        raise ValueError("%d nodes: want 1 to %d" % (count, MAX_NODES))
+    return [first] + ["%s-%d" % (first, i) for i in range(1, count)]
+
+
+def arch():
+    """This machine's architecture as Kubernetes names it (amd64, arm64, ...)."""
+    return {"x86_64": "amd64", "aarch64": "arm64"}.get(os.uname().machine, os.uname().machine)
+
+
+def node_labels(node):
+    """The labels a kubelet gives its Node (what nodeSelectors commonly match)."""
+    return {"kubernetes.io/hostname": node, "kubernetes.io/os": "linux", "kubernetes.io/arch": arch(),
+            "beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": arch()}
+
+
+def _read_id(path):
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return ""
 
 
 def _memory_kib():
@@ -31,7 +61,7 @@ class NodeReporter:
     """The node side of a kubelet: registers the Node (capacity and allocatable, conditions,
     addresses, nodeInfo), renews its Lease in kube-node-lease every LEASE_RENEW seconds and posts
     node status every STATUS_HEARTBEAT seconds, so that kube-controller-manager's node lifecycle
-    controller keeps it Ready and untainted. Where the server serves no nodes (the double), it says
+    controller keeps it Ready and untainted. Where the server serves no nodes, it says
     so once and stops; where kube-node-lease does not exist, it goes on without a Lease."""
 
     LEASE_NS = "kube-node-lease"
@@ -39,26 +69,21 @@ class NodeReporter:
     LEASE_RENEW = 10.0
     STATUS_HEARTBEAT = 10.0
 
-    def __init__(self, kubelet, extra_resources=None):
+    def __init__(self, kubelet, node=None, extra_resources=None):
         self.k = kubelet
         self.kube = kubelet.kube
-        self.node = kubelet.node
+        self.node = node or kubelet.node
         self.extra = dict(extra_resources or {})
         self.uid = None
         self.since = now_rfc3339()
         self.lease_ok = True
-        boot = ""
-        try:
-            with open("/proc/sys/kernel/random/boot_id") as f:
-                boot = f.read().strip()
-        except OSError:
-            pass
-        self.boot_id = boot
-        try:
-            with open("/etc/machine-id") as f:
-                self.machine_id = f.read().strip()
-        except OSError:
-            self.machine_id = hashlib.sha1(self.node.encode()).hexdigest()[:32]
+        self.machine_id = _read_id("/etc/machine-id") or hashlib.sha1(self.node.encode()).hexdigest()[:32]
+        self.boot_id = _read_id("/proc/sys/kernel/random/boot_id")
+        if self.node != kubelet.node:
+            # The other nodes are other machines: ids of their own, stable for a name.
+            self.machine_id = hashlib.sha1((self.machine_id + "/" + self.node).encode()).hexdigest()[:32]
+            h = hashlib.sha1((self.boot_id + "/" + self.node).encode()).hexdigest()
+            self.boot_id = "%s-%s-%s-%s-%s" % (h[:8], h[8:12], h[12:16], h[16:20], h[20:32])
 
     def resources(self):
         stat = os.statvfs(self.k.state_dir)
@@ -70,7 +95,6 @@ class NodeReporter:
 
     def status(self):
         now = now_rfc3339()
-        arch = {"x86_64": "amd64", "aarch64": "arm64"}.get(os.uname().machine, os.uname().machine)
 
         def cond(ctype, status, reason, message):
             return {"type": ctype, "status": status, "reason": reason, "message": message,
@@ -84,18 +108,17 @@ class NodeReporter:
                 cond("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
                 cond("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
             ],
-            "addresses": [{"type": "InternalIP", "address": self.k.host_ip}, {"type": "Hostname", "address": self.node}],
+            "addresses": [{"type": "InternalIP", "address": self.k.node_ip(self.node)},
+                          {"type": "Hostname", "address": self.node}],
             "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
             "nodeInfo": {"machineID": self.machine_id, "systemUUID": self.machine_id, "bootID": self.boot_id,
                          "kernelVersion": os.uname().release, "osImage": "cluster simulation",
                          "containerRuntimeVersion": "sim://1", "kubeletVersion": "v1.32.0-sim",
-                         "kubeProxyVersion": "", "operatingSystem": "linux", "architecture": arch},
+                         "kubeProxyVersion": "", "operatingSystem": "linux", "architecture": arch()},
         }
 
     def labels(self):
-        arch = {"x86_64": "amd64", "aarch64": "arm64"}.get(os.uname().machine, os.uname().machine)
-        return {"kubernetes.io/hostname": self.node, "kubernetes.io/os": "linux", "kubernetes.io/arch": arch,
-                "beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": arch}
+        return node_labels(self.node)
 
     def register(self):
         """Creates the Node, or brings an existing one up to date. False where nodes are not served."""

@@ -50,7 +50,8 @@ def security_context(pod_spec, container_spec):
 
 
 def process_spec(runner, c):
-    """The process of container c (a kubelet Container) of runner's pod: {"hostname", "argv",
+    """The process of container c (a kubelet Container) of runner's pod: {"hostname" (the
+    containers' host name: the node's for a host-network pod), "argv",
     "command", "args", "env", "workingDir", "uid", "gid", "groups"}. Missing when a ConfigMap,
     Secret or key it reads is not there."""
     k = runner.k
@@ -64,7 +65,7 @@ def process_spec(runner, c):
             home = "/"
     # From an image, PATH and HOME are the image's (runtime.oci_config); the pod's variables
     # come on top.
-    env = {} if k.runtime else {"PATH": DEFAULT_PATH, "HOSTNAME": runner.hostname, "HOME": home}
+    env = {} if k.runtime else {"PATH": DEFAULT_PATH, "HOSTNAME": runner.uts_hostname, "HOME": home}
     # As a kubelet does: the kubernetes Service's variables first (in-cluster configuration
     # reads them), the container's own over them.
     if k.proxy is not None:
@@ -116,6 +117,6 @@ def process_spec(runner, c):
             gid = pwd.getpwuid(uid).pw_gid
         except KeyError:
             gid = uid
-    return {"hostname": runner.hostname, "argv": command + args, "command": command, "args": args, "env": env,
+    return {"hostname": runner.uts_hostname, "argv": command + args, "command": command, "args": args, "env": env,
             "workingDir": c.spec.get("workingDir"), "uid": uid,
             "gid": gid, "groups": groups if gid is not None else None}

@@ -2,7 +2,10 @@
 from the sandbox to the end:
 
   - the sandbox: the volumes (podvolumes.py; the pod waits while a ConfigMap or Secret it needs is
-    missing), then a network namespace with its own address on the node's bridge (netns.py);
+    missing), then a network namespace with its own address on the nodes' bridge (netns.py), or,
+    for a host-network pod, its node's namespace: the node's address is its podIP, the node's
+    name its host name (UTS), and its ports are the node's, shared with the node's other
+    host-network pods;
   - init containers one after the other, then the containers, each started from its image with
     runc (runtime.py) or, without images, as podinit.py in namespaces of its own running this
     machine's programs; restarts per restartPolicy with a back-off (containerstate.py); probes
@@ -57,7 +60,12 @@ class PodRunner:
         spec = pod.get("spec") or {}
         self.spec = spec
         self.policy = spec.get("restartPolicy") or "Always"
+        self.node = spec.get("nodeName")
+        self.host_network = bool(spec.get("hostNetwork"))
+        # hostname: the pod's name in DNS (hosts files); uts_hostname: what its containers' host
+        # name is, the node's for a host-network pod, as it shares the node's UTS namespace.
         self.hostname = spec.get("hostname") or self.name[:63]
+        self.uts_hostname = self.node if self.host_network else self.hostname
         self.subdomain = spec.get("subdomain") or ""
         self.dir = os.path.join(kubelet.state_dir, "pods", self.uid)
         self.init_containers = [Container(c, init=True) for c in spec.get("initContainers") or []]
@@ -121,7 +129,7 @@ class PodRunner:
                  "PodScheduled"]
         st = {"phase": self.phase,
               "conditions": [self.conditions[t] for t in order if t in self.conditions],
-              "hostIP": self.k.host_ip, "hostIPs": [{"ip": self.k.host_ip}],
+              "hostIP": self.k.node_ip(self.node), "hostIPs": [{"ip": self.k.node_ip(self.node)}],
               "containerStatuses": [c.status() for c in self.containers],
               "qosClass": self._qos()}
         if self.init_containers:
@@ -184,13 +192,13 @@ class PodRunner:
         os.makedirs(self.dir, exist_ok=True)
         hostname_file = os.path.join(self.dir, "hostname")
         with open(hostname_file, "w") as f:
-            f.write(self.hostname + "\n")
+            f.write(self.uts_hostname + "\n")
         etc = os.path.join(netns.NETNS_ETC, self.net.ns)
         cs = runtime.ContainerSpec(
             command=spec["command"], args=spec["args"], env=spec["env"],
             working_dir=spec["workingDir"], run_as_user=sc.get("runAsUser"),
             run_as_group=sc.get("runAsGroup"), groups=spec["groups"] or [],
-            security_context=sc, mounts=self.volumes.mounts(c), hostname=self.hostname,
+            security_context=sc, mounts=self.volumes.mounts(c), hostname=self.uts_hostname,
             netns_path=os.path.join("/var/run/netns", self.net.ns),
             etc_files={"/etc/hosts": os.path.join(etc, "hosts"),
                        "/etc/resolv.conf": os.path.join(etc, "resolv.conf"),
@@ -264,9 +272,9 @@ class PodRunner:
                 problems = c.ctr.signal(sig)
             except runtime.KillError as e:
                 log.error("%s/%s: container %s: %s", self.ns, self.name, c.name, e)
-                self.k.events.record(self.pod, "Warning", "FailedKillPod",
-                                     'error killing pod: [failed to "KillContainer" for "%s" with '
-                                     'KillContainerError: "%s"]' % (c.name, e))
+                self.k.events[self.node].record(self.pod, "Warning", "FailedKillPod",
+                                                'error killing pod: [failed to "KillContainer" for "%s" with '
+                                                'KillContainerError: "%s"]' % (c.name, e))
                 return False
             if problems:
                 log.warning("%s/%s: container %s killed, the hard way: %s", self.ns, self.name, c.name,
@@ -401,12 +409,15 @@ class PodRunner:
             if not failed:
                 break
             for e in failed:
-                self.k.events.record(self.pod, "Warning", "FailedMount", str(e))
+                self.k.events[self.node].record(self.pod, "Warning", "FailedMount", str(e))
             self._publish()
             if not self._wait_or_delete(retry):
                 return self._terminate()
             retry = min(retry * 2, MOUNT_RETRY_CAP)
-        net = self.k.net.add_pod()
+        if self.host_network:
+            net = self.k.net.add_host_pod(self.k.node_nets[self.node])
+        else:
+            net = self.k.net.add_pod()
         with self.k._lock:
             self.pod_ip = net.ip
             self.net = net
@@ -513,8 +524,8 @@ class PodRunner:
             c.waiting_reason = "CreateContainerConfigError"
             c.waiting_message = str(e) if isinstance(e, Missing) else \
                 "%s (pod: \"%s_%s(%s)\", container: %s)" % (e, self.name, self.ns, self.uid, c.name)
-            self.k.events.record(self.pod, "Warning", "Failed", "Error: " + c.waiting_message,
-                                 field_path=self._field_path(c))
+            self.k.events[self.node].record(self.pod, "Warning", "Failed", "Error: " + c.waiting_message,
+                                            field_path=self._field_path(c))
             c.next_start = time.monotonic() + 1.0
             self._publish()
             return None

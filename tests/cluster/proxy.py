@@ -7,7 +7,8 @@ default namespace, the API server's ClusterIP (standard library; needs root and 
     p.remove()            # or sweep(prefix) after a crash
 
 As kube-proxy does in iptables mode: a DNAT rule in the nat table's PREROUTING chain sends what
-pods (arriving on the node's bridge) address to the Service's ClusterIP and port to its endpoint,
+pods and host-network pods (arriving on the bridge from their own or their node's network
+namespace) address to the Service's ClusterIP and port to its endpoint,
 the API server's address (from the Service's Endpoints; where the API server advertises
 127.0.0.1, which Endpoints cannot hold, the address the kubelet reaches it at). The API server listens on 127.0.0.1 only, so, as kube-proxy does for
 node ports on localhost, the bridge gets net.ipv4.conf.<bridge>.route_localnet=1 so that such

@@ -20,6 +20,7 @@ The double's control API (request log, dropped watches) exists only on the doubl
 and request_log() raise Unsupported elsewhere; pod_names_created_twice() works on both (a watch).
 
     c = LocalCluster()          # starts everything; needs root and make all
+    c = LocalCluster(nodes=3)   # the simulation's kubelet serves three nodes (cluster.py --nodes)
     c.kubectl("apply", "-f", path)
     c.restart_operator(kill=True)
     c.drop_watches()
@@ -139,12 +140,15 @@ class LocalCluster:
     """operator="process": build/bin/mpijob-operator on this machine, its token held to
     deploy/mpijob-operator.yaml's RBAC. operator="chart": installed with `helm install` of
     charts/mpijob-operator, its two replicas pods from the operator image, with their
-    ServiceAccount token and in-cluster configuration; RBAC is what the chart made."""
+    ServiceAccount token and in-cluster configuration; RBAC is what the chart made.
+    nodes: how many nodes the simulation serves (cluster.py --nodes: sim-node, sim-node-1, ...),
+    on the double and the real control plane; real nodes on the real-node tier (at least two)."""
 
-    def __init__(self, prefix="mpijob-e2e-", job_pod_backoff="0.5", operator="process"):
+    def __init__(self, prefix="mpijob-e2e-", job_pod_backoff="0.5", operator="process", nodes=1):
         if operator not in ("process", "chart"):
             raise ValueError("operator: process or chart")
         self.mode = operator
+        self.node_count = nodes
         self.tier = tier()
         self.nodes = []
         self.real_nodes = False
@@ -196,7 +200,7 @@ class LocalCluster:
         roles = "kubelet" if self.control_plane else "kubelet,scheduler,jobs,deployments,gc"
         self.cluster = subprocess.Popen(
             [sys.executable, os.path.join(ROOT, "tests", "cluster", "cluster.py"), "--kubeconfig", self.kubeconfig,
-             "--roles", roles,
+             "--roles", roles, "--nodes", str(self.node_count),
              # a node the examples fit on (a real scheduler counts their cpu and memory; the
              # legacy manifest asks for a GPU)
              "--node-resource", "cpu=64", "--node-resource", "memory=256Gi", "--node-resource", "pods=250",
@@ -205,12 +209,13 @@ class LocalCluster:
              "--job-pod-backoff", job_pod_backoff, "--log-file", os.path.join(self.work, "cluster.log")])
 
     def start_real_nodes(self):
-        """tests/cluster/realnode/nodes.py: two real nodes; returns once they are Ready and CoreDNS
+        """tests/cluster/realnode/nodes.py: two real nodes, or as many as asked; returns once they are Ready and CoreDNS
         answers (or fails with the end of its log)."""
         self.cluster = subprocess.Popen(
             [sys.executable, os.path.join(ROOT, "tests", "cluster", "realnode", "nodes.py"),
              "--kubeconfig", self.kubeconfig, "--assets", os.environ["KUBEBUILDER_ASSETS"],
              "--images", IMAGES_INDEX, "--state-dir", self.cluster_state, "--node-resource", "nvidia.com/gpu=4",
+             "--nodes", str(max(2, self.node_count)),
              "--log-file", os.path.join(self.work, "cluster.log")],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         ready = os.path.join(self.cluster_state, "ready")

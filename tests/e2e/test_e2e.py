@@ -42,7 +42,8 @@ def mpi_processes():
                      if any(k in line for k in keep)) or "(none)"
 
 
-def job(name, launcher_cmd, workers=2, run_policy=None, transport="TCP", launcher_waits=True):
+def job(name, launcher_cmd, workers=2, run_policy=None, transport="TCP", launcher_waits=True,
+        image="mpijob-worker:latest"):
     """An MPIJob on the worker image. launcher_waits: launcherCreationPolicy WaitForWorkersReady
     (else AtStartup). With AtStartup a launcher that starts before the workers have addresses
     fails on their names ("Could not resolve hostname", as on any cluster) and is retried; on a
@@ -57,10 +58,10 @@ def job(name, launcher_cmd, workers=2, run_policy=None, transport="TCP", launche
             "networking": {"transport": transport},
             "mpiReplicaSpecs": {
                 "Launcher": {"replicas": 1, "template": {"spec": {"containers": [
-                    {"name": "launcher", "image": "mpijob-worker:latest", "imagePullPolicy": "IfNotPresent",
+                    {"name": "launcher", "image": image, "imagePullPolicy": "IfNotPresent",
                      "command": launcher_cmd}]}}},
                 "Worker": {"replicas": workers, "template": {"spec": {"containers": [
-                    {"name": "worker", "image": "mpijob-worker:latest", "imagePullPolicy": "IfNotPresent"}]}}},
+                    {"name": "worker", "image": image, "imagePullPolicy": "IfNotPresent"}]}}},
             },
         },
     }
@@ -86,6 +87,23 @@ class JobWaits:
         lines = [x for x in self.launcher_log(ns, name).splitlines() if '"event":"summary"' in x]
         self.assertTrue(lines, "no training summary in the launcher's log:\n" + self.launcher_log(ns, name)[-3000:])
         return json.loads(lines[-1])
+
+    def start_line(self, ns, name):
+        """mpijob-worker's start line in the launcher's log: where the ranks ran ("placement").
+        A retried launcher's log holds each run's; ranks' stderr may share a line with it, so
+        the JSON is read from where it begins, and a line cut short is passed over."""
+        log = self.launcher_log(ns, name)
+        found = None
+        for line in log.splitlines():
+            at = line.find('{"event":"start"')
+            if at < 0:
+                continue
+            try:
+                found = json.JSONDecoder().raw_decode(line[at:])[0]
+            except ValueError:
+                continue
+        self.assertIsNotNone(found, "no start line in the launcher's log:\n" + log[-3000:])
+        return found
 
     def mpijob(self, ns, name):
         r = self.kubectl("get", "mpijob", name, "-n", ns, "-o", "json", check=False)
@@ -147,7 +165,7 @@ class EndToEnd(JobWaits, unittest.TestCase):
 
     # ---------------------------------------------------------------- helpers
     def namespace(self):
-        ns = "e2e-" + self._testMethodName[5:].replace("_", "-")[:40]
+        ns = ("e2e-" + self._testMethodName[5:].replace("_", "-")[:40]).rstrip("-")
         self.kubectl("create", "namespace", ns)
         return ns
 
@@ -360,6 +378,14 @@ class EndToEnd(JobWaits, unittest.TestCase):
         in the launcher's mpirun, workers privileged with /dev/infiniband from the host and a GPU
         limit), with the bundled runtime and its image in place of horovod's train.py and image
         (no registry is reachable from the local cluster)."""
+        self.legacy_v1alpha2_manifest_succeeds("mpijob-worker:latest")
+
+    def test_legacy_v1alpha2_manifest_succeeds_on_open_mpi_5(self):
+        """The same legacy manifest on the Open MPI 5 image: its -x, the hostfile and slots reach
+        PRRTE; the ranks run on the workers."""
+        self.legacy_v1alpha2_manifest_succeeds("mpijob-worker:ompi5", name="legacy-ompi5")
+
+    def legacy_v1alpha2_manifest_succeeds(self, image, name=None):
         import yaml
         with open(os.path.join(ROOT, "manifests", "examples", "mpijob-v1alpha2-legacy.yaml")) as f:
             legacy = yaml.safe_load(f)
@@ -370,14 +396,46 @@ class EndToEnd(JobWaits, unittest.TestCase):
         launcher["command"] = cmd[:i] + ["mpijob-worker", "train"]
         for role in ("Launcher", "Worker"):
             for c in legacy["spec"]["mpiReplicaSpecs"][role]["template"]["spec"]["containers"]:
-                c["image"] = "mpijob-worker:latest"
+                c["image"] = image
                 c["imagePullPolicy"] = "IfNotPresent"   # loaded onto the nodes, in no registry
+        if name:
+            legacy["metadata"]["name"] = name
         ns = self.namespace()
         self.apply(ns, legacy)
         name = legacy["metadata"]["name"]
         j = self.wait_state(ns, name, ("Succeeded", "Failed"))
         self.assertEqual(j["status"]["state"], "Succeeded", self.launcher_log(ns, name)[-3000:])
         self.assertTrue(self.summary(ns, name)["weights_identical"])
+        hosts = self.start_line(ns, name)["placement"]["hosts"]
+        self.assertTrue(all("-worker-" in h for h in hosts), "ranks on the workers only: %s" % json.dumps(hosts))
+
+    def test_open_mpi_5_and_4_run_two_ranks_on_each_worker_and_none_on_the_launcher(self):
+        """One manifest, nothing Open MPI 5 specific in it: 2 workers x 2 slots, `mpirun -np 4`.
+        On the Open MPI 5 image (PRRTE, which ignores the orte_* settings) and on the Open MPI 4
+        one, the ranks report two of them on each worker and none on the launcher, and the TCP
+        transport's NCCL variables reached all four: through the environment list with a plain
+        mpirun, through the -x the operator inserts where mpirun already uses -x."""
+        ns = self.namespace()
+        runs = [("o5", "mpijob-worker:ompi5", []), ("o5x", "mpijob-worker:ompi5", ["-x", "MPIJOB_E2E=1"]),
+                ("o4", "mpijob-worker:latest", [])]
+        for name, image, extra in runs:
+            j = job(name, ["mpirun", "--allow-run-as-root", "-np", "4", "--bind-to", "none"] + extra +
+                    ["mpijob-worker", "train", "--steps", "40"], image=image)
+            j["spec"]["slotsPerWorker"] = 2
+            self.apply(ns, j)
+        for name, image, extra in runs:
+            j = self.wait_state(ns, name, ("Succeeded", "Failed"))
+            self.assertEqual(j["status"]["state"], "Succeeded", self.describe_job(ns, name))
+            placement = self.start_line(ns, name)["placement"]
+            print("\n  %s (%s%s): ranks by host %s; NCCL_NET %s" % (
+                name, image, " -x" if extra else "", json.dumps(placement["hosts"]),
+                json.dumps(placement["env"].get("NCCL_NET"))), file=sys.stderr)
+            self.assertEqual(sorted(placement["hosts"]), ["%s-worker-0" % name, "%s-worker-1" % name],
+                             "%s: the ranks ran on the workers only: %s" % (name, json.dumps(placement)))
+            self.assertEqual(sorted(len(r) for r in placement["hosts"].values()), [2, 2], json.dumps(placement))
+            self.assertEqual(placement["env"].get("NCCL_NET"), {"Socket": 4}, json.dumps(placement))
+            self.assertEqual(placement["env"].get("NCCL_IB_DISABLE"), {"1": 4}, json.dumps(placement))
+            self.assertTrue(self.summary(ns, name)["weights_identical"])
 
     def test_mpich_job_succeeds(self):
         """mpiImplementation MPICH on the MPICH flavour of the worker image: Hydra's mpirun reaches
@@ -476,6 +534,110 @@ class NodeLost(JobWaits, unittest.TestCase):
         self.assertTrue(self.summary(ns, "castaway")["weights_identical"])
         self.assertGreaterEqual(len(self.c.pod_names_created_twice(ns, lambda n: n in on_lost)), 1,
                                 "the lost worker was created again")
+
+
+@unittest.skipIf(missing(), missing())
+class HostNetwork(JobWaits, unittest.TestCase):
+    """spec.networking.hostNetwork on a cluster of three nodes of its own (the simulation's nodes
+    are network namespaces of this machine, real nodes are too): the pods run in their node's
+    network namespace, sshd on the job's port, and no two pods of a job share a node."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.c = LocalCluster(prefix="mpijob-e2e-hostnet-", nodes=3)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.c.stop()
+
+    def namespace(self):
+        ns = ("hn-" + self._testMethodName[7:].replace("_", "-")[:40]).rstrip("-")
+        self.kubectl("create", "namespace", ns)
+        return ns
+
+    @staticmethod
+    def host_network_job(name, steps=60, run_policy=None):
+        j = job(name, mpirun("train", "--steps", str(steps), "--log-every", "500"), run_policy=run_policy)
+        j["spec"]["networking"]["hostNetwork"] = True
+        return j
+
+    def job_pods(self, ns, name):
+        return [p for p in self.pods(ns) if p["metadata"]["name"].startswith(name + "-")]
+
+    def check_placement(self, ns, name):
+        """The pods of a finished host-network job: on the host network, each on its own node,
+        its address the node's; the ranks ran on the workers' nodes, which they name as hosts.
+        Returns the job's port and {pod: node}."""
+        j = self.mpijob(ns, name)
+        self.assertEqual(j["status"]["state"], "Succeeded", self.describe_job(ns, name))
+        port = None
+        nodes = {}
+        for p in self.job_pods(ns, name):
+            if p["status"].get("phase") == "Failed":
+                continue   # a worker replaced, or a launcher pod retried, is not placed any more
+            self.assertTrue(p["spec"].get("hostNetwork"), p["metadata"]["name"])
+            self.assertEqual(p["spec"].get("dnsPolicy"), "ClusterFirstWithHostNet")
+            self.assertEqual(p["status"].get("podIP"), p["status"].get("hostIP"), p["metadata"]["name"])
+            port = port or int(p["metadata"]["annotations"]["training.kubeflow.org/ssh-port"])
+            nodes[p["metadata"]["name"]] = p["spec"]["nodeName"]
+        self.assertEqual(len(set(nodes.values())), len(nodes), "one pod of %s per node: %s" % (name, nodes))
+        hosts = self.start_line(ns, name)["placement"]["hosts"]
+        workers = {n for pod, n in nodes.items() if "-worker-" in pod}
+        print("\n  %s: port %d, pods on %s; the ranks named their hosts %s" % (
+            name, port, json.dumps(nodes, sort_keys=True), json.dumps(hosts)), file=sys.stderr)
+        if len(workers) == 2:   # cleanPodPolicy Running may have removed the workers by now
+            self.assertEqual(set(hosts), workers, "the ranks ran on the workers' nodes")
+        return port, nodes
+
+    def test_a_job_runs_its_workers_on_two_nodes_and_succeeds(self):
+        ns = self.namespace()
+        j = self.host_network_job("hostnet")
+        j["spec"]["runPolicy"]["cleanPodPolicy"] = "None"
+        self.apply(ns, j)
+        self.wait_state(ns, "hostnet", ("Succeeded", "Failed"))
+        port, nodes = self.check_placement(ns, "hostnet")
+        self.assertEqual(len(nodes), 3, "two workers and the launcher: %s" % nodes)
+        s = self.summary(ns, "hostnet")
+        self.assertEqual(s["ranks"], 2)
+        self.assertTrue(s["weights_identical"])
+
+    def test_b_two_jobs_share_nodes_and_both_succeed(self):
+        """Two host-network jobs at once on three nodes: each needs all three (one pod per node),
+        so their workers share nodes; their ports differ, and both Succeed."""
+        ns = self.namespace()
+        for name in ("left", "right"):
+            j = self.host_network_job(name, steps=400)
+            j["spec"]["runPolicy"]["cleanPodPolicy"] = "None"
+            self.apply(ns, j)
+            # the first job's ConfigMap reaches the operator's cache before the second is planned
+            wait_for("%s's port" % name, lambda n=name: (json.loads(self.kubectl(
+                "get", "configmap", n + "-config", "-n", ns, "-o", "json", check=False).stdout or "{}")
+                .get("metadata", {}).get("annotations") or {}).get("training.kubeflow.org/ssh-port"),
+                TIMEOUT, interval=0.3, describe=lambda: self.pod_states(ns))
+        for name in ("left", "right"):
+            self.wait_state(ns, name, ("Succeeded", "Failed"))
+        left_port, left = self.check_placement(ns, "left")
+        right_port, right = self.check_placement(ns, "right")
+        self.assertNotEqual(left_port, right_port)
+        shared = {n for p, n in left.items() if "-worker-" in p} & {n for p, n in right.items() if "-worker-" in p}
+        self.assertTrue(shared, "workers of the two jobs shared a node: %s %s" % (left, right))
+
+    def test_c_a_worker_killed_mid_run_is_replaced_and_the_retry_succeeds(self):
+        ns = self.namespace()
+        j = self.host_network_job("hardy", steps=4000, run_policy={"backoffLimit": 3})
+        j["spec"]["runPolicy"]["cleanPodPolicy"] = "None"
+        self.apply(ns, j)
+        self.wait_state(ns, "hardy", ("Running",))
+        wait_for("hardy's training started", lambda: '"event":"start"' in self.launcher_log(ns, "hardy"),
+                 TIMEOUT, interval=0.2, describe=lambda: self.describe_job(ns, "hardy"))
+        old = json.loads(self.kubectl("get", "pod", "hardy-worker-0", "-n", ns, "-o", "json").stdout)
+        self.c.kill_pod(ns, "hardy-worker-0")
+        j = self.wait_state(ns, "hardy", ("Succeeded", "Failed"))
+        self.assertEqual(j["status"]["state"], "Succeeded", self.describe_job(ns, "hardy"))
+        self.assertGreaterEqual(int(j["status"].get("workerRestarts") or 0), 1)
+        new = json.loads(self.kubectl("get", "pod", "hardy-worker-0", "-n", ns, "-o", "json").stdout)
+        self.assertNotEqual(new["metadata"]["uid"], old["metadata"]["uid"], "the worker was recreated")
+        self.check_placement(ns, "hardy")
 
 
 def chart_missing():

@@ -211,7 +211,11 @@ class RealNode:
         return self.path(name)
 
     def spawn(self, name, argv):
-        d = Daemon(name, self.net.nsenter() + argv, self.path(name + ".log")).start()
+        # Each daemon in a UTS namespace of its own named after the node, as on a machine of
+        # that name: a host-network pod shares containerd's, so its host name is the node's,
+        # not this machine's (unshare and sh exec, so the daemon keeps the pid it starts with).
+        uts = ["unshare", "--uts", "--", "sh", "-c", 'hostname "$0" && exec "$@"', self.name]
+        d = Daemon(name, self.net.nsenter() + uts + argv, self.path(name + ".log")).start()
         self.daemons[name] = d
         return d
 
