@@ -475,11 +475,11 @@ class EndToEnd(JobWaits, unittest.TestCase):
 
 
 def node_lost_missing():
-    """Why a node cannot be lost here: the simulation has one node, which no node lifecycle
-    controller watches."""
+    """Why a node cannot be lost here: no node lifecycle controller watches the simulation's
+    nodes."""
     if not real_nodes_assets():
         return ("needs real nodes (KUBEBUILDER_ASSETS with the control plane and kubelet, kube-proxy "
-                "and coredns): the simulation has one node and no node lifecycle controller")
+                "and coredns): no node lifecycle controller watches the simulation's nodes, and its nodes share one kubelet")
     return missing()
 
 
