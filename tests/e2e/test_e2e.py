@@ -479,7 +479,8 @@ def node_lost_missing():
     nodes."""
     if not real_nodes_assets():
         return ("needs real nodes (KUBEBUILDER_ASSETS with the control plane and kubelet, kube-proxy "
-                "and coredns): no node lifecycle controller watches the simulation's nodes, and its nodes share one kubelet")
+                "and coredns): no node lifecycle controller watches the simulation's nodes, which share "
+                "one kubelet")
     return missing()
 
 
