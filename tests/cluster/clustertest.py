@@ -130,6 +130,34 @@ class DeletionFinisher:
         self.thread.join(scaled(10))
 
 
+class ControlPlaneCase(unittest.TestCase):
+    """A real control plane (launch.py --control-plane) with cluster.py playing its kubelet,
+    started once for the class. cluster_args: cluster.py's arguments beyond the kubeconfig, the
+    state folder and the log file. Sets dir, api (launch.py's state folder), k, pids, sim and
+    log_path."""
+
+    tmp_prefix = "controlplane-test."
+    cluster_args = ("--roles", "kubelet")
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix=cls.tmp_prefix)
+        cls.api = os.path.join(cls.dir, "api")
+        cls.sim = None
+        cls.k, cls.pids, _ = start_apiserver(cls.api, "--control-plane")
+        cls.log_path = os.path.join(cls.dir, "cluster.log")
+        cls.sim = subprocess.Popen([sys.executable, os.path.join(HERE, "cluster.py"), "--kubeconfig",
+                                    os.path.join(cls.api, "kubeconfig"),
+                                    "--state-dir", os.path.join(cls.dir, "sim"), "--log-file", cls.log_path]
+                                   + list(cls.cluster_args), stdin=subprocess.DEVNULL)
+
+    @classmethod
+    def tearDownClass(cls):
+        stop_process(cls.sim)
+        stop_apiserver(cls.pids)
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+
 class ClusterHarness:
     """The API server plus cluster.py as a subprocess (and, without the kubelet role, a
     DeletionFinisher), with `nodes` nodes (cluster.py --nodes); stop() removes them."""

@@ -7,18 +7,15 @@ Skipped unless all four binaries are there, and unless root (the kubelet makes n
 
 import json
 import os
-import shutil
 import signal
-import subprocess
 import sys
-import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from clustertest import (LOG_TAIL, STOP, alive, read_text, scaled, start_apiserver, stop_apiserver,  # noqa: E402
-                     stop_process, wait_for)
+from clustertest import (LOG_TAIL, STOP, ControlPlaneCase, alive, read_text, scaled,  # noqa: E402
+                         stop_apiserver, wait_for)
 
 ASSETS = os.environ.get("KUBEBUILDER_ASSETS") or ""
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
@@ -28,25 +25,8 @@ WAIT = 120.0
 
 @unittest.skipUnless(HAVE_ALL, "needs KUBEBUILDER_ASSETS with %s" % ", ".join(BINARIES))
 @unittest.skipUnless(os.geteuid() == 0, "needs root: the kubelet makes network namespaces")
-class ControlPlaneTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.dir = tempfile.mkdtemp(prefix="controlplane-test.")
-        cls.api = os.path.join(cls.dir, "api")
-        cls.sim = None
-        cls.k, cls.pids, _ = start_apiserver(cls.api, "--control-plane")
-        cls.log_path = os.path.join(cls.dir, "cluster.log")
-        cls.sim = subprocess.Popen([sys.executable, os.path.join(HERE, "cluster.py"), "--kubeconfig",
-                                    os.path.join(cls.api, "kubeconfig"), "--roles", "kubelet",
-                                    "--state-dir", os.path.join(cls.dir, "sim"), "--log-file", cls.log_path,
-                                    "--node-resource", "cpu=16", "--node-resource", "example.com/dongle=2"],
-                                   stdin=subprocess.DEVNULL)
-
-    @classmethod
-    def tearDownClass(cls):
-        stop_process(cls.sim)
-        stop_apiserver(cls.pids)
-        shutil.rmtree(cls.dir, ignore_errors=True)
+class ControlPlaneTest(ControlPlaneCase):
+    cluster_args = ("--roles", "kubelet", "--node-resource", "cpu=16", "--node-resource", "example.com/dongle=2")
 
     def log(self, tail=None):
         return read_text(self.log_path, tail)

@@ -13,7 +13,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import unittest
 import uuid
 
@@ -22,8 +21,8 @@ sys.path.insert(0, HERE)
 
 import cluster  # noqa: E402
 import netns  # noqa: E402
-from clustertest import (LOG_TAIL, STOP, ClusterTestCase, KubeletTestCase, alive, condition,  # noqa: E402
-                         read_text, scaled, start_apiserver, stop_apiserver, stop_process, wait_for)
+from clustertest import (LOG_TAIL, STOP, ClusterTestCase, ControlPlaneCase, KubeletTestCase, alive, condition,  # noqa: E402
+                         read_text, scaled, wait_for)
 
 DOMAIN = "cluster.local"
 NODES = ("sim-node", "sim-node-1")
@@ -315,30 +314,14 @@ class SchedulerTest(ClusterTestCase):
 @unittest.skipUnless(CONTROL_PLANE, "needs KUBEBUILDER_ASSETS with etcd, kube-apiserver, kube-controller-manager, "
                                     "kube-scheduler")
 @unittest.skipUnless(os.geteuid() == 0, "needs root: the kubelet makes network namespaces")
-class ControlPlaneNodesTest(unittest.TestCase):
+class ControlPlaneNodesTest(ControlPlaneCase):
     """`cluster.py --roles kubelet --nodes 2` under a real control plane: the real kube-scheduler
     places host-port pods on the two simulated nodes, and says what the scheduler role says when
     none fits."""
 
     WAIT = 120.0
-
-    @classmethod
-    def setUpClass(cls):
-        cls.dir = tempfile.mkdtemp(prefix="controlplane-nodes-test.")
-        cls.api = os.path.join(cls.dir, "api")
-        cls.sim = None
-        cls.k, cls.pids, _ = start_apiserver(cls.api, "--control-plane")
-        cls.log_path = os.path.join(cls.dir, "cluster.log")
-        cls.sim = subprocess.Popen([sys.executable, os.path.join(HERE, "cluster.py"), "--kubeconfig",
-                                    os.path.join(cls.api, "kubeconfig"), "--roles", "kubelet", "--nodes", "2",
-                                    "--state-dir", os.path.join(cls.dir, "sim"), "--log-file", cls.log_path],
-                                   stdin=subprocess.DEVNULL)
-
-    @classmethod
-    def tearDownClass(cls):
-        stop_process(cls.sim)
-        stop_apiserver(cls.pids)
-        shutil.rmtree(cls.dir, ignore_errors=True)
+    tmp_prefix = "controlplane-nodes-test."
+    cluster_args = ("--roles", "kubelet", "--nodes", "2")
 
     def wait(self, what, fn):
         return wait_for(what, fn, self.WAIT, interval=0.1,

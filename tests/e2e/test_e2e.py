@@ -74,6 +74,14 @@ def mpirun(*worker_args, np=2):
 class JobWaits:
     """kubectl, and waits on MPIJobs and pods, for a test class whose cluster is self.c."""
 
+    ns_prefix = "e2e-"
+
+    def namespace(self):
+        """A namespace of the test's own, named after it (without "test_")."""
+        ns = (self.ns_prefix + self._testMethodName[5:].replace("_", "-")[:40]).rstrip("-")
+        self.kubectl("create", "namespace", ns)
+        return ns
+
     def kubectl(self, *args, stdin=None, check=True):
         r = self.c.kubectl(*args, stdin=stdin)
         if check and r.returncode != 0:
@@ -164,10 +172,6 @@ class EndToEnd(JobWaits, unittest.TestCase):
         cls.c.stop()
 
     # ---------------------------------------------------------------- helpers
-    def namespace(self):
-        ns = ("e2e-" + self._testMethodName[5:].replace("_", "-")[:40]).rstrip("-")
-        self.kubectl("create", "namespace", ns)
-        return ns
 
     def start_training(self, ns, name, steps, run_policy, launcher_waits=True, worker_limits=None):
         """Applies a long training job and waits until it really runs (the launcher has logged
@@ -551,10 +555,7 @@ class HostNetwork(JobWaits, unittest.TestCase):
     def tearDownClass(cls):
         cls.c.stop()
 
-    def namespace(self):
-        ns = ("hn-" + self._testMethodName[7:].replace("_", "-")[:40]).rstrip("-")
-        self.kubectl("create", "namespace", ns)
-        return ns
+    ns_prefix = "hn-"
 
     @staticmethod
     def host_network_job(name, steps=60, run_policy=None):

@@ -80,6 +80,19 @@ static cJSON *wait_launcher(const char *name)
     return wait_object(&KUBE_JOBS, lname);
 }
 
+/* Creates the example as a user applies it and returns its launcher Job (caller frees). No
+ * kubelet runs here, so no worker turns Ready: the launcher is wanted at once. */
+static cJSON *apply_example(const char *file)
+{
+    cJSON *obj = load_manifest(file);
+    char name[128];
+    snprintf(name, sizeof(name), "%s", json_string(obj, "metadata.name"));
+    cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(obj, "spec"), "launcherCreationPolicy");
+    cr_assert_eq(kube_create(admin, &MPIJOB_RESOURCE_V2BETA1, "default", obj, NULL, NULL), 0, "%s created", file);
+    cJSON_Delete(obj);
+    return wait_launcher(name);
+}
+
 static const char *env_value(const cJSON *job, const char *name)
 {
     const cJSON *c0 = cJSON_GetArrayItem(json_path(job, "spec.template.spec.containers"), 0);
@@ -120,28 +133,17 @@ Test(examples, legacy_v1alpha2_manifest_reconciles_unchanged)
 
 Test(examples, tcp_example_gets_socket_transport)
 {
-    cJSON *obj = load_manifest("mpijob-tcp.yaml");
-    char *name = strdup(json_string(obj, "metadata.name"));
-    /* No kubelet runs here, so no worker turns Ready: the launcher Job is wanted at once. */
-    cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(obj, "spec"), "launcherCreationPolicy");
-    cr_assert_eq(kube_create(admin, &MPIJOB_RESOURCE_V2BETA1, "default", obj, NULL, NULL), 0);
-    cJSON_Delete(obj);
-    cJSON *job = wait_launcher(name);
+    cJSON *job = apply_example("mpijob-tcp.yaml");
     cr_assert_str_eq(env_value(job, "NCCL_IB_DISABLE"), "1");
     cr_assert_str_eq(env_value(job, "NCCL_NET"), "Socket");
     cJSON_Delete(job);
-    free(name);
 }
 
 Test(examples, rdma_examples_get_ib_transport_without_privileged)
 {
     const char *files[] = {"mpijob-rdma.yaml", "mpijob-pvrdma.yaml"};
     for (size_t i = 0; i < 2; i++) {
-        cJSON *obj = load_manifest(files[i]);
-        char *name = strdup(json_string(obj, "metadata.name"));
-        cr_assert_eq(kube_create(admin, &MPIJOB_RESOURCE_V2BETA1, "default", obj, NULL, NULL), 0);
-        cJSON_Delete(obj);
-        cJSON *job = wait_launcher(name);
+        cJSON *job = apply_example(files[i]);
         cr_assert_str_eq(env_value(job, "NCCL_IB_DISABLE"), "0", "%s", files[i]);
         cr_assert_str_eq(env_value(job, "NCCL_NET"), "IB", "%s", files[i]);
         const cJSON *c0 = cJSON_GetArrayItem(json_path(job, "spec.template.spec.containers"), 0);
@@ -151,7 +153,6 @@ Test(examples, rdma_examples_get_ib_transport_without_privileged)
             cr_assert_str_eq(env_value(job, "NCCL_NET_GDR_LEVEL"), "LOC", "PVRDMA has no GPUDirect");
         }
         cJSON_Delete(job);
-        free(name);
     }
 }
 
@@ -159,13 +160,7 @@ Test(examples, rdma_examples_get_ib_transport_without_privileged)
  * port declared, in the workers' sshd and in mpirun's ssh arguments; RDMA as without it. */
 Test(examples, hostnetwork_rdma_example_puts_pods_on_the_node_network_with_a_port_of_their_own)
 {
-    cJSON *obj = load_manifest("mpijob-hostnetwork-rdma.yaml");
-    char *name = strdup(json_string(obj, "metadata.name"));
-    /* No kubelet runs here, so no worker turns Ready: the launcher Job is wanted at once. */
-    cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(obj, "spec"), "launcherCreationPolicy");
-    cr_assert_eq(kube_create(admin, &MPIJOB_RESOURCE_V2BETA1, "default", obj, NULL, NULL), 0);
-    cJSON_Delete(obj);
-    cJSON *job = wait_launcher(name);
+    cJSON *job = apply_example("mpijob-hostnetwork-rdma.yaml");
     const cJSON *spec = json_path(job, "spec.template.spec");
     cr_assert(json_bool(spec, "hostNetwork", false));
     cr_assert_str_eq(json_string(spec, "dnsPolicy"), "ClusterFirstWithHostNet");
@@ -181,5 +176,4 @@ Test(examples, hostnetwork_rdma_example_puts_pods_on_the_node_network_with_a_por
     cr_assert(!json_bool(c0, "securityContext.privileged", false), "no privileged mode");
     cr_assert_eq(json_int(cJSON_GetArrayItem(json_path(c0, "ports"), 0), "hostPort", 0), atoi(port));
     cJSON_Delete(job);
-    free(name);
 }
