@@ -809,7 +809,8 @@ def replica_status():
 def mpijob_status():
     condition = obj({
         "type": string(maxLength=316, description=(
-            "Created, Running, Restarting, Succeeded, Failed or Suspended.")),
+            "Created, Running, Restarting, Succeeded, Failed, Suspended, ReplicaFailure or "
+            "TransportMismatch.")),
         "status": enum("True", "False", "Unknown"),
         "reason": string(),
         "message": string(),
@@ -840,6 +841,27 @@ def mpijob_status():
         }, description=(
             "The launcher's latest failed run. Kept after its pod is gone: under restartPolicy "
             "OnFailure the Job controller deletes the pod when the Job fails.")),
+        "launcherSummary": obj({
+            "pod": string(description="The launcher pod whose log held the summary."),
+            "transport": string(maxLength=63, description=(
+                "The transport the training really used (the USED column): NCCL's network, IB "
+                "(InfiniBand verbs: InfiniBand, RoCE, PVRDMA) or Socket (TCP), P2P or SHM (ranks "
+                "within one node), unknown (NCCL did not say), 'none (one rank)', or mpi (the CPU "
+                "backend, MPI allreduce).")),
+            "backend": string(description="nccl (GPUs) or mpi (CPUs)."),
+            "device": string(description="What ran the model, e.g. the GPU's name."),
+            "ranks": int32(minimum=1, description="MPI ranks that trained."),
+            "samplesPerSecond": {"type": "number", "description": (
+                "Training samples per second over all ranks (the global batch per step time).")},
+            "stepMs": {"type": "number", "description": "Milliseconds per training step."},
+            "exposedCommunicationMs": {"type": "number", "description": (
+                "Milliseconds per step spent waiting for the gradient allreduce (what overlap with "
+                "the backward pass did not hide).")},
+            "weightsIdentical": boolean(description=(
+                "Whether every rank ended with the same weights (data parallelism worked).")),
+        }, description=(
+            "What the launcher's `mpijob-worker train` reported in its summary line, read once from "
+            "the end of the log of the launcher pod that ended last.")),
     }, description="What the operator observed.")
 
 
@@ -883,9 +905,16 @@ PRINTER_COLUMNS = [
      "description": "The most recent condition that is True."},
     {"name": "Transport", "type": "string", "jsonPath": ".spec.networking.transport",
      "description": "NCCL transport: Auto, TCP or RDMA."},
+    {"name": "Used", "type": "string", "jsonPath": ".status.launcherSummary.transport",
+     "description": ("The transport the training really used, from the launcher's summary: IB, "
+                     "Socket, mpi, ...")},
     {"name": "Workers", "type": "string", "jsonPath": ".status.workers",
      "description": "Ready workers / desired workers."},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    {"name": "Samples/s", "type": "number", "jsonPath": ".status.launcherSummary.samplesPerSecond",
+     "priority": 1, "description": "Training samples per second, from the launcher's summary."},
+    {"name": "Comm ms", "type": "number", "jsonPath": ".status.launcherSummary.exposedCommunicationMs",
+     "priority": 1, "description": "Exposed communication per step, from the launcher's summary."},
 ]
 
 

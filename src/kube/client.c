@@ -426,6 +426,7 @@ struct exchange {
     struct kube_cancel *cancel;
     struct kube_client *client;
     int too_big;
+    int any_type; /* the answer may be text (a log): Accept what client-go's GetLogs accepts */
 };
 
 static size_t on_body(char *data, size_t size, size_t nmemb, void *userdata)
@@ -566,7 +567,7 @@ static int perform(struct kube_client *c, const char *method, const char *url,
     int rc = 0;
     char line[256];
 
-    headers = curl_slist_append(headers, "Accept: application/json");
+    headers = curl_slist_append(headers, ex->any_type ? "Accept: application/json, */*" : "Accept: application/json");
     if (content_type) {
         snprintf(line, sizeof(line), "Content-Type: %s", content_type);
         headers = curl_slist_append(headers, line);
@@ -729,6 +730,9 @@ struct call {
     void *stream_ctx;
     struct kube_cancel *cancel;
     int no_retry_after_stream; /* a stream that started is never retried here */
+    /* text: a 2xx body is handed over as it came (a log), not parsed; at most text_max bytes */
+    struct buf *text;
+    size_t text_max;
 };
 
 /* The nearest deadline for a request: the thread's and, for a write, the client's fence; 0 when
@@ -803,8 +807,9 @@ static int execute(struct kube_client *c, const struct call *call, cJSON **out,
                               .stream_fn = call->stream_fn,
                               .stream_ctx = call->stream_ctx,
                               .cancel = call->cancel,
-                              .client = c};
-        buf_init(&ex.body, call->stream_fn ? MAX_ERROR_BODY : c->opts.max_body);
+                              .client = c,
+                              .any_type = call->text != NULL};
+        buf_init(&ex.body, call->stream_fn ? MAX_ERROR_BODY : call->text ? call->text_max : c->opts.max_body);
         char errbuf[CURL_ERROR_SIZE] = "";
         long http_code = 0;
         uint64_t t0 = clock_now_ms();
@@ -841,7 +846,11 @@ static int execute(struct kube_client *c, const struct call *call, cJSON **out,
             break;
         }
         if (http_code >= 200 && http_code < 300) {
-            if (out && ex.body.len) {
+            if (call->text) {
+                buf_free(call->text);
+                *call->text = ex.body; /* handed over */
+                buf_init(&ex.body, 0);
+            } else if (out && ex.body.len) {
                 *out = cJSON_ParseWithLength(ex.body.data, ex.body.len);
                 if (!*out)
                     rc = KUBE_EDECODE;
@@ -908,6 +917,26 @@ int kube_request_stream(struct kube_client *c, const char *path, const char *que
     struct call call = {.verb = "WATCH", .method = "GET", .path = path, .query = query,
                         .stream_fn = fn, .stream_ctx = ctx, .cancel = cancel};
     return execute(c, &call, NULL, st);
+}
+
+int kube_get_text(struct kube_client *c, const char *path, const char *query, size_t max_bytes, char **text,
+                  size_t *len, struct kube_status *st)
+{
+    struct buf body;
+    buf_init(&body, max_bytes);
+    struct call call = {.verb = "GET", .method = "GET", .path = path, .query = query, .text = &body,
+                        .text_max = max_bytes ? max_bytes : 1};
+    *text = NULL;
+    *len = 0;
+    int rc = execute(c, &call, NULL, st);
+    if (rc == 0) {
+        *len = body.len;
+        *text = body.len ? buf_steal(&body) : strdup("");
+        if (!*text)
+            rc = KUBE_ENOMEM;
+    }
+    buf_free(&body);
+    return rc;
 }
 
 static int with_body(struct kube_client *c, const char *verb, const char *method, char *path,

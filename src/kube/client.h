@@ -136,6 +136,13 @@ int kube_request_stream(struct kube_client *c, const char *path, const char *que
                         size_t (*fn)(void *ctx, const char *data, size_t len), void *ctx,
                         struct kube_cancel *cancel, struct kube_status *st);
 
+/* A GET whose answer is text, not JSON (a pod's log): the 2xx body as it came into *text
+ * (NUL-terminated, caller frees; "" when empty) and its length into *len. An answer longer than
+ * max_bytes fails with KUBE_ETOOBIG: callers that want a bounded read ask the server to bound
+ * it (a log's limitBytes). Retries and errors as every other call. */
+int kube_get_text(struct kube_client *c, const char *path, const char *query, size_t max_bytes, char **text,
+                  size_t *len, struct kube_status *st);
+
 /* The options in force (defaults filled in). */
 const struct kube_client_options *kube_client_options(struct kube_client *c);
 

@@ -15,6 +15,7 @@ struct expectations {
     struct strmap *counted; /* pod uid -> (uintptr_t) monotonic ms it was counted */
     struct strmap *written; /* "ns/name" -> struct superseded */
     struct strmap *refused; /* "ns/name" -> struct refusal */
+    struct strmap *logs_read; /* "ns/name" -> uid of the launcher pod whose log was read last */
     uint64_t swept_at;
     uint64_t ttl_ms;
     const struct clock_source *clock; /* NULL: CLOCK_MONOTONIC */
@@ -35,9 +36,10 @@ struct expectations *expectations_new(void)
     e->counted = strmap_new(NULL);
     e->written = strmap_new(free);
     e->refused = strmap_new(free);
+    e->logs_read = strmap_new(free);
     e->swept_at = clock_now_ms();
     e->ttl_ms = EXPECTATION_TTL_MS;
-    if (!e->created || !e->counted || !e->written || !e->refused) {
+    if (!e->created || !e->counted || !e->written || !e->refused || !e->logs_read) {
         expectations_free(e);
         return NULL;
     }
@@ -52,6 +54,7 @@ void expectations_free(struct expectations *e)
     strmap_free(e->counted);
     strmap_free(e->written);
     strmap_free(e->refused);
+    strmap_free(e->logs_read);
     pthread_mutex_destroy(&e->lock);
     free(e);
 }
@@ -231,7 +234,31 @@ void expect_forget_job(struct expectations *e, const char *job_key)
     pthread_mutex_lock(&e->lock);
     strmap_remove(e->refused, job_key);
     strmap_remove(e->written, job_key);
+    strmap_remove(e->logs_read, job_key);
     pthread_mutex_unlock(&e->lock);
+}
+
+void expect_log_read(struct expectations *e, const char *job_key, const char *pod_uid)
+{
+    char *uid = e && pod_uid ? strdup(pod_uid) : NULL;
+    if (!uid)
+        return;
+    pthread_mutex_lock(&e->lock);
+    if (strmap_put(e->logs_read, job_key, uid) < 0)
+        free(uid);
+    pthread_mutex_unlock(&e->lock);
+}
+
+bool expect_log_read_uid(struct expectations *e, const char *job_key, char *out, size_t len)
+{
+    if (!e || !len)
+        return false;
+    pthread_mutex_lock(&e->lock);
+    const char *uid = strmap_get(e->logs_read, job_key);
+    if (uid)
+        snprintf(out, len, "%s", uid);
+    pthread_mutex_unlock(&e->lock);
+    return uid != NULL;
 }
 
 void expectations_set_ttl(struct expectations *e, uint64_t ttl_ms)
@@ -255,7 +282,7 @@ size_t expectations_size(struct expectations *e)
         return 0;
     pthread_mutex_lock(&e->lock);
     size_t n = strmap_size(e->created) + strmap_size(e->counted) + strmap_size(e->written) +
-               strmap_size(e->refused);
+               strmap_size(e->refused) + strmap_size(e->logs_read);
     pthread_mutex_unlock(&e->lock);
     return n;
 }

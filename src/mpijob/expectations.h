@@ -9,8 +9,10 @@
  *    retried after an error does not count them twice.
  *  - The latest refusal of a create or update by the API server, per job, so that the next
  *    reconcile can say in status which object cannot be created and why.
+ *  - The launcher pod whose log was read last, per job, so that a log without a summary (or
+ *    one that could not be read) is read once, not at every reconcile.
  *
- * Entries other than refusals expire after EXPECTATION_TTL_MS and are swept, so nothing grows
+ * Entries other than refusals and logs read expire after EXPECTATION_TTL_MS and are swept, so nothing grows
  * with the number of jobs ever seen. Thread-safe. */
 #ifndef MPIJOB_EXPECTATIONS_H
 #define MPIJOB_EXPECTATIONS_H
@@ -57,6 +59,10 @@ void expect_refused(struct expectations *e, const char *job_key, const char *kin
 void expect_accepted(struct expectations *e, const char *job_key, const char *kind, const char *name);
 /* Copies the job's standing refusal into out; false when there is none. */
 bool expect_refusal(struct expectations *e, const char *job_key, struct refusal *out);
+/* The log of launcher pod pod_uid of the job was read (whatever it held). */
+void expect_log_read(struct expectations *e, const char *job_key, const char *pod_uid);
+/* Copies the uid of the launcher pod whose log was read last into out; false when none. */
+bool expect_log_read_uid(struct expectations *e, const char *job_key, char *out, size_t len);
 /* The job is gone: forget everything about it. */
 void expect_forget_job(struct expectations *e, const char *job_key);
 

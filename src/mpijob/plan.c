@@ -971,6 +971,94 @@ static void want_objects(struct planner *pl)
         steps[i](pl);
 }
 
+/* ---- what the launcher reported ------------------------------------------------------------ */
+
+/* When a pod ended, for picking the latest: its last container's finish, else its start. */
+static void pod_ended_at(const cJSON *pod, char *out, size_t len)
+{
+    const char *latest = NULL;
+    const cJSON *cs;
+    cJSON_ArrayForEach(cs, json_path(pod, "status.containerStatuses")) {
+        const char *at = json_string(json_path(cs, "state.terminated"), "finishedAt");
+        if (at && (!latest || strcmp(at, latest) > 0))
+            latest = at;
+    }
+    if (!latest)
+        latest = json_string(pod, "status.startTime");
+    if (!latest)
+        latest = json_string(pod, "metadata.creationTimestamp");
+    snprintf(out, len, "%s", latest ? latest : "");
+}
+
+const struct kube_object *plan_summary_source(const struct plan_input *in, const char *read_uid)
+{
+    const struct kube_object *source = NULL;
+    char source_at[40] = "", at[40];
+    for (size_t i = 0; i < in->n_launcher_pods; i++) {
+        const struct kube_object *o = in->launcher_pods[i];
+        cJSON *pod = kube_object_parse(o);
+        enum pod_state st = pod ? pod_state_of(pod) : POD_UNKNOWN;
+        if (st == POD_SUCCEEDED || st == POD_FAILED) {
+            pod_ended_at(pod, at, sizeof(at));
+            if (!source || strcmp(at, source_at) > 0 || (strcmp(at, source_at) == 0 && strcmp(o->name, source->name) > 0)) {
+                source = o;
+                snprintf(source_at, sizeof(source_at), "%s", at);
+            }
+        }
+        cJSON_Delete(pod);
+    }
+    if (!source)
+        return NULL;
+    const char *had = json_string(in->status, "launcherSummary.pod");
+    if ((had && strcmp(had, source->name) == 0) || (read_uid && source->uid && strcmp(read_uid, source->uid) == 0))
+        return NULL;
+    return source;
+}
+
+/* status.launcherSummary from the log read for this reconcile; when the transport used is not
+ * the one asked for, TransportMismatch and a Warning. A log that could not be read, or whose
+ * summary line is broken, changes no status and gets one Normal event (the log is not read
+ * again); a log without a summary line (a launcher not running mpijob-worker) gets nothing. */
+static void plan_summary(struct planner *pl)
+{
+    const struct summary_read *r = pl->in->summary;
+    char msg[1200];
+    if (!r || !r->pod)
+        return;
+    if (r->unreadable) {
+        snprintf(msg, sizeof(msg), "cannot read the log of launcher pod %s for its training summary: %s", r->pod,
+                 r->message);
+        announce(pl, "Normal", "LauncherLogUnreadable", msg);
+        return;
+    }
+    if (r->found == SUMMARY_BROKEN) {
+        snprintf(msg, sizeof(msg), "the training summary in the log of launcher pod %s cannot be read: %s", r->pod,
+                 r->message);
+        announce(pl, "Normal", "LauncherSummaryUnreadable", msg);
+        return;
+    }
+    if (r->found != SUMMARY_FOUND)
+        return;
+    cJSON *summary = summary_to_status(&r->summary, r->pod);
+    if (!summary) {
+        pl->nomem = true;
+        return;
+    }
+    cJSON_DeleteItemFromObjectCaseSensitive(pl->status, "launcherSummary");
+    cJSON_AddItemToObject(pl->status, "launcherSummary", summary);
+    summary_describe(&r->summary, r->pod, msg, sizeof(msg));
+    announce(pl, "Normal", "TrainingSummary", msg);
+    if (summary_mismatch(pl->job->networking.transport, r->summary.transport, r->pod, msg, sizeof(msg))) {
+        set_condition(pl, MPIJOB_COND_TRANSPORT_MISMATCH, true, "TransportMismatch", msg);
+        announce(pl, "Warning", "TransportMismatch", msg);
+    } else if (mpijob_status_condition(pl->status, MPIJOB_COND_TRANSPORT_MISMATCH)) {
+        /* an earlier launcher run's mismatch: this run's transport is the one asked for */
+        snprintf(msg, sizeof(msg), "launcher pod %s reports transport %s, as spec.networking.transport (%s) asks",
+                 r->pod, r->summary.transport, transport_name(pl->job->networking.transport));
+        set_condition(pl, MPIJOB_COND_TRANSPORT_MISMATCH, false, "TransportAsRequested", msg);
+    }
+}
+
 /* ---- the whole plan ------------------------------------------------------------------------ */
 
 /* A create or update the server refused, while the plan still wants that object, stays in status
@@ -1074,6 +1162,8 @@ int plan_job(const struct plan_input *in, struct plan *out)
         if (!plan_deadline(&pl))
             plan_running(&pl, &w);
     }
+    if (!pl.nomem)
+        plan_summary(&pl);
     if (!pl.nomem)
         assemble(&pl, out);
     free(w.running);

@@ -30,6 +30,7 @@
 #include "mpijob/builders.h"
 #include "mpijob/expectations.h"
 #include "mpijob/mpijob.h"
+#include "mpijob/summary.h"
 
 #define MPIJOB_COND_REPLICA_FAILURE "ReplicaFailure"
 
@@ -37,6 +38,16 @@
 struct plan_object {
     struct kube_object *obj; /* under the job's name, or NULL (borrowed) */
     bool pending;            /* missing, but our creation of it is on its way into the cache */
+};
+
+/* What reading an ended launcher pod's log gave (reconcile.c; plan_summary_source says which
+ * pod). */
+struct summary_read {
+    const char *pod;      /* the launcher pod whose log was read */
+    bool unreadable;      /* the server did not give the log: message has its answer */
+    enum summary_found found;
+    struct launcher_summary summary; /* SUMMARY_FOUND */
+    char message[512];    /* unreadable: the server's message; SUMMARY_BROKEN: what is wrong */
 };
 
 struct plan_input {
@@ -54,6 +65,7 @@ struct plan_input {
     struct kube_object **launcher_pods; /* the pods the launcher Job controls */
     size_t n_launcher_pods;
     const struct refusal *refusal; /* the standing refusal of this job, or NULL */
+    const struct summary_read *summary; /* a launcher log read for this reconcile, or NULL */
 };
 
 enum action_type {
@@ -90,6 +102,13 @@ struct plan {
     uint64_t requeue_after_ms; /* > 0: look again after this long even if nothing changes */
     bool nomem;                /* building the plan ran out of memory: apply nothing */
 };
+
+/* The launcher pod whose log should be read before planning: of the launcher pods that ended
+ * (Succeeded or Failed), the one that ended last, unless status.launcherSummary came from it or
+ * this controller read it already (read_uid, the last pod it read for the job; may be NULL).
+ * NULL when there is none. The summary is read once per pod: what the log holds does not change
+ * once its container has ended. */
+const struct kube_object *plan_summary_source(const struct plan_input *in, const char *read_uid);
 
 /* 0, or KUBE_ENOMEM (out is then freed). */
 int plan_job(const struct plan_input *in, struct plan *out);

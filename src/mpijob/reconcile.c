@@ -406,16 +406,95 @@ static int choose_ssh_port(struct reconcile_ctx *ctx, struct mpijob *job, const 
     return 0;
 }
 
+/* ---- the training summary in an ended launcher's log ----------------------------------------- */
+
+/* The longest a log read may hold a reconcile up, retries included. */
+#define LAUNCHER_LOG_READ_DEADLINE_MS 10000
+
+/* One bounded read of the end of a pod's log: 0 with the text (*text to free), or the error with
+ * the server's message in why. */
+static int read_log_tail(struct reconcile_ctx *ctx, const char *ns, const char *pod, const char *container,
+                         int lines, char **text, size_t *len, char *why, size_t why_len)
+{
+    char *path = kube_path(&KUBE_PODS, ns, pod, "log");
+    char *c = container ? kube_escape(container) : NULL;
+    char query[512];
+    snprintf(query, sizeof(query), "%s%s%stailLines=%d&limitBytes=%d", c ? "container=" : "", c ? c : "",
+             c ? "&" : "", lines, LAUNCHER_LOG_LIMIT_BYTES);
+    struct kube_status st = {.retry_after_s = -1};
+    int rc = KUBE_ENOMEM;
+    if (path && (c || !container)) {
+        uint64_t before = kube_set_thread_deadline(clock_now_ms() + LAUNCHER_LOG_READ_DEADLINE_MS);
+        /* The server stops at limitBytes; a server that does not is refused, not read whole. */
+        rc = kube_get_text(ctx->client, path, query, LAUNCHER_LOG_LIMIT_BYTES + 4096, text, len, &st);
+        kube_set_thread_deadline(before);
+    }
+    if (rc < 0)
+        snprintf(why, why_len, "%s%s%s", error_str(rc), st.message ? ": " : "", st.message ? st.message : "");
+    kube_status_clear(&st);
+    free(path);
+    free(c);
+    return rc;
+}
+
+/* Reads the log of the launcher pod plan_summary_source names, once (SPEC.md section 3,
+ * status.launcherSummary): out->pod stays NULL when there is nothing to read. */
+static void read_summary(struct reconcile_ctx *ctx, const char *key, const struct plan_input *in,
+                         struct summary_read *out)
+{
+    char read_uid[128];
+    bool have_uid = expect_log_read_uid(ctx->expect, key, read_uid, sizeof(read_uid));
+    const struct kube_object *o = plan_summary_source(in, have_uid ? read_uid : NULL);
+    if (!o)
+        return;
+    cJSON *pod = kube_object_parse(o);
+    const cJSON *first = cJSON_GetArrayItem(json_path(pod, "spec.containers"), 0);
+    const char *container = json_string(first, "name"); /* the launcher's mpirun runs in the first */
+    char *text = NULL;
+    size_t len = 0;
+    out->pod = o->name;
+    int rc = read_log_tail(ctx, in->job->namespace, o->name, container, LAUNCHER_LOG_TAIL_LINES, &text, &len,
+                           out->message, sizeof(out->message));
+    if (rc == 0) {
+        out->found = summary_parse(text, len, &out->summary, out->message, sizeof(out->message));
+        if (out->found == SUMMARY_NONE && len >= LAUNCHER_LOG_LIMIT_BYTES) {
+            /* Cut at the byte limit: long lines may have pushed the summary past it. */
+            free(text);
+            text = NULL;
+            if (read_log_tail(ctx, in->job->namespace, o->name, container, LAUNCHER_LOG_RETRY_TAIL_LINES, &text,
+                              &len, out->message, sizeof(out->message)) == 0)
+                out->found = summary_parse(text, len, &out->summary, out->message, sizeof(out->message));
+        }
+    }
+    out->unreadable = rc < 0;
+    log_info("read the launcher's log",
+              "job=%s pod=%s bytes=%zu result=%s transport=%s message=\"%s\"", key, o->name, len,
+              rc < 0 ? "unreadable" : out->found == SUMMARY_FOUND ? "summary" : out->found == SUMMARY_BROKEN
+                                                                                    ? "broken summary"
+                                                                                    : "no summary",
+              out->found == SUMMARY_FOUND ? out->summary.transport : "", log_quote(out->message));
+    /* A summary is remembered by the status that shows it (and read again should that write be
+     * lost); anything else, here: the log is read once. */
+    if (rc < 0 || out->found != SUMMARY_FOUND)
+        expect_log_read(ctx->expect, key, o->uid);
+    free(text);
+    cJSON_Delete(pod);
+}
+
 static int reconcile_valid(struct reconcile_ctx *ctx, const char *key, struct mpijob *job, cJSON *tree,
                            struct reconcile_result *result)
 {
     struct snapshot s;
     struct plan plan = {0};
+    struct summary_read summary = {0};
     int rc = gather(ctx, job, tree, key, &s);
     if (rc == 0 && job->networking.host_network)
         rc = choose_ssh_port(ctx, job, &s.in);
-    if (rc == 0)
+    if (rc == 0) {
+        read_summary(ctx, key, &s.in, &summary);
+        s.in.summary = &summary;
         rc = plan_job(&s.in, &plan);
+    }
     if (rc == 0) {
         rc = execute_plan(ctx, key, job->namespace, job->name, tree, &plan);
         result->requeue_after_ms = plan.requeue_after_ms;

@@ -433,14 +433,15 @@ enum job_state job_state_of(const cJSON *job, char *reason, size_t reason_len, c
     return JOB_ACTIVE;
 }
 
-/* status.state, the STATE column: the type of the latest condition that is True. */
+/* status.state, the STATE column: the type of the latest condition that is True. A transport
+ * mismatch is a remark on the run, not a state: the USED column and the condition show it. */
 void mpijob_status_set_state(cJSON *status)
 {
     const char *state = NULL;
     const cJSON *c;
     cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(status, "conditions")) {
         const char *t = json_string(c, "type"), *v = json_string(c, "status");
-        if (t && v && strcmp(v, "True") == 0)
+        if (t && v && strcmp(v, "True") == 0 && strcmp(t, MPIJOB_COND_TRANSPORT_MISMATCH) != 0)
             state = t;
     }
     if (state)

@@ -22,6 +22,7 @@
 #define MPIJOB_COND_SUCCEEDED "Succeeded"
 #define MPIJOB_COND_FAILED "Failed"
 #define MPIJOB_COND_SUSPENDED "Suspended"
+#define MPIJOB_COND_TRANSPORT_MISMATCH "TransportMismatch"
 
 /* Sets a condition in status.conditions (status is the MPIJob's "status" object; created when
  * missing). now is an RFC 3339 time. Returns 1 when anything changed, 0 when not, -ENOMEM. */
@@ -64,7 +65,8 @@ bool pod_failure(const cJSON *pod, char *reason, size_t reason_len, char *messag
  * kubelet's message>" for the first such container (init containers first); NULL when none. */
 const char *pod_waiting_problem(const cJSON *pod, char *message, size_t message_len);
 
-/* status.state, the STATE column: the type of the latest condition that is True. */
+/* status.state, the STATE column: the type of the latest condition that is True, other than
+ * TransportMismatch (a remark on the run, shown by the USED column and the condition). */
 void mpijob_status_set_state(cJSON *status);
 /* Removes a condition; returns 1 when there was one, else 0. */
 int mpijob_status_remove_condition(cJSON *status, const char *type);

@@ -63,3 +63,19 @@ Test(expectations, the_first_refusal_stands_until_its_object_is_written)
     cr_assert_eq(expectations_size(e), 0);
     expectations_free(e);
 }
+
+Test(expectations, the_launcher_log_read_is_kept_per_job_until_the_job_goes)
+{
+    struct expectations *e = expectations_new();
+    char uid[64];
+    cr_assert_not(expect_log_read_uid(e, "ns/j", uid, sizeof(uid)));
+    expect_log_read(e, "ns/j", "uid-launcher-1");
+    expect_log_read(e, "ns/j", "uid-launcher-2"); /* a later run's pod replaces the earlier one */
+    cr_assert(expect_log_read_uid(e, "ns/j", uid, sizeof(uid)));
+    cr_assert_str_eq(uid, "uid-launcher-2");
+    cr_assert_eq(expectations_size(e), 1, "one entry per job, however many launcher pods");
+    expect_forget_job(e, "ns/j");
+    cr_assert_not(expect_log_read_uid(e, "ns/j", uid, sizeof(uid)), "a deleted job's entry goes with it");
+    cr_assert_eq(expectations_size(e), 0);
+    expectations_free(e);
+}

@@ -46,7 +46,7 @@ struct plan_case {
     const char *launcher_status; /* the launcher Job's status, JSON; NULL: {} */
     bool launcher_suspended;
     struct pod_spec workers[6];
-    struct pod_spec launcher_pods[2];
+    struct pod_spec launcher_pods[3];
     const char *counted;         /* the worker whose failure is counted already, or NULL */
     const char *refusal;         /* "Kind name" refused with "exceeded quota", or NULL */
     const char *gang;            /* options.gang_scheduler */
@@ -55,6 +55,12 @@ struct plan_case {
     const char *conditions;      /* "Type=Status/Reason ..." of the new status, in order; NULL: unchecked */
     unsigned long long requeue_ms; /* 0: unchecked */
     const char *launcher_counts;   /* status.replicaStatuses.Launcher as compact JSON; NULL: unchecked */
+    /* The launcher's summary (SPEC.md section 3, status.launcherSummary). */
+    const char *transport;       /* spec.networking.transport; NULL: Auto */
+    const char *log;             /* the log read from launcher pod pi-launcher-x (summary_parse); NULL: none read */
+    const char *log_refused;     /* instead: the log could not be read, with this message */
+    const char *summary;         /* status.launcherSummary as compact JSON, "(none)"; NULL: unchecked */
+    const char *state;           /* status.state; NULL: unchecked */
 };
 
 /* ---- the world ------------------------------------------------------------------------ */
@@ -66,8 +72,9 @@ struct world {
     struct plan_input in;
     struct plan_object workers[6];
     bool counted[6];
-    struct kube_object *owned[6], *launcher_pods[2];
+    struct kube_object *owned[6], *launcher_pods[3];
     struct refusal refusal;
+    struct summary_read summary;
 };
 
 static cJSON *job_tree(const struct plan_case *c)
@@ -77,13 +84,13 @@ static cJSON *job_tree(const struct plan_case *c)
              "{\"apiVersion\":\"kubeflow.org/v2beta1\",\"kind\":\"MPIJob\","
              "\"metadata\":{\"name\":\"pi\",\"namespace\":\"default\",\"uid\":\"uid-pi\",\"generation\":3},"
              "\"spec\":{\"slotsPerWorker\":1,\"launcherCreationPolicy\":\"%s\","
-             "\"runPolicy\":{\"cleanPodPolicy\":\"Running\"%s%s},"
+             "\"runPolicy\":{\"cleanPodPolicy\":\"Running\"%s%s},\"networking\":{\"transport\":\"%s\"},"
              "\"mpiReplicaSpecs\":{"
              "\"Launcher\":{\"replicas\":1,\"template\":{\"spec\":{\"containers\":[{\"name\":\"l\",\"image\":\"w\","
              "\"command\":[\"mpirun\",\"pi\"]}]}}},"
              "\"Worker\":{\"replicas\":%d,\"template\":{\"spec\":{\"containers\":[{\"name\":\"w\",\"image\":\"w\"}]}}}}}}",
              c->creation_policy ? c->creation_policy : "AtStartup", c->run_policy ? "," : "",
-             c->run_policy ? c->run_policy : "", c->replicas);
+             c->run_policy ? c->run_policy : "", c->transport ? c->transport : "Auto", c->replicas);
     cJSON *tree = cJSON_Parse(text);
     cr_assert_not_null(tree, "case %s: bad job JSON", c->name);
     if (c->status)
@@ -232,6 +239,16 @@ static void world_init(struct world *w, const struct plan_case *c)
         snprintf(w->refusal.message, sizeof(w->refusal.message), "exceeded quota: q, requested: pods=1");
         in->refusal = &w->refusal;
     }
+    if (c->log || c->log_refused) {
+        w->summary.pod = "pi-launcher-x";
+        w->summary.unreadable = c->log_refused != NULL;
+        if (c->log_refused)
+            snprintf(w->summary.message, sizeof(w->summary.message), "%s", c->log_refused);
+        else
+            w->summary.found = summary_parse(c->log, strlen(c->log), &w->summary.summary, w->summary.message,
+                                             sizeof(w->summary.message));
+        in->summary = &w->summary;
+    }
 }
 
 static void world_free(struct world *w)
@@ -311,6 +328,15 @@ static void check(const struct plan_case *c)
         cr_expect_str_eq(got_counts ? got_counts : "(none)", c->launcher_counts, "case %s: Launcher counts", c->name);
         free(got_counts);
     }
+    if (c->summary) {
+        char *got_summary = cJSON_PrintUnformatted(json_path(p.status, "launcherSummary"));
+        cr_expect_str_eq(got_summary ? got_summary : "(none)", c->summary, "case %s: launcherSummary", c->name);
+        free(got_summary);
+    }
+    if (c->state) {
+        const char *state = json_string(p.status, "state");
+        cr_expect_str_eq(state ? state : "(none)", c->state, "case %s: state", c->name);
+    }
     if (c->requeue_ms)
         cr_expect_eq(p.requeue_after_ms, c->requeue_ms, "case %s: requeue after %llu ms", c->name,
                      (unsigned long long)p.requeue_after_ms);
@@ -333,6 +359,23 @@ static void check(const struct plan_case *c)
     STARTED ",\"completionTime\":\"2027-01-15T07:00:00Z\"}"
 
 #define W(i, phase, ready) {"pi-worker-" #i, phase, ready, false, false}
+/* A job whose launcher has just succeeded: this plan finishes it (and reads the summary). */
+#define JUST_SUCCEEDED                                                                                                 \
+    .replicas = 1, .status = "{\"conditions\":[" CREATED "," RUNNING "]," STARTED "}", .have = ALL_OBJECTS,          \
+    .workers = {W(0, "Running", true)}, .launcher_status = COMPLETE,                                                \
+    .launcher_pods = {{"pi-launcher-x", "Succeeded", false, false, false}}
+/* mpijob-worker train's last line, as mpirun passes it to the launcher's log. */
+#define SUMMARY_LINE(transport)                                                                                        \
+    "{\"event\":\"summary\",\"ranks\":4,\"backend\":\"nccl\",\"device\":\"NVIDIA H100 80GB HBM3\",\"transport\":\""     \
+    transport "\",\"loss_first\":2.3,\"loss_last\":0.4,\"weights_identical\":true,\"samples_per_sec\":81234.5678,"    \
+    "\"step_ms\":12.6049,\"exposed_comm_ms\":1.23456,\"compute_ms\":11.37,\"steps\":200,\"global_batch\":1024}\n"
+#define LOG_WITH(transport) "+ mpirun -np 4 mpijob-worker train\n{\"event\":\"start\",\"ranks\":4}\n" SUMMARY_LINE(transport)
+#define SUMMARY_STATUS(transport)                                                                                      \
+    "{\"pod\":\"pi-launcher-x\",\"transport\":\"" transport "\",\"backend\":\"nccl\",\"device\":\"NVIDIA H100 80GB "   \
+    "HBM3\",\"ranks\":4,\"samplesPerSecond\":81234.6,\"stepMs\":12.605,\"exposedCommunicationMs\":1.235,"            \
+    "\"weightsIdentical\":true}"
+#define SUCCEEDED_EVENTS "write status", "event Normal MPIJobSucceeded"
+#define CLEANED "delete Pod pi-worker-0" /* cleanPodPolicy Running */
 #define RUNNING_WORKERS {W(0, "Running", true), W(1, "Running", true)}
 #define LAUNCHER_RUNNING {{"pi-launcher-x", "Running", true, false, false}}
 #define COMPLETE_CONDITIONS "\"conditions\":[{\"type\":\"Complete\",\"status\":\"True\"}]"
@@ -507,6 +550,74 @@ static const struct plan_case cases[] = {
      .replicas = 1, .gang = "volcano", .run_policy = "\"suspend\":true", .status = STATUS_CREATED,
      .have = ALL_OBJECTS | PODGROUP, .launcher_suspended = true,
      .expect = {"write status", "event Normal MPIJobSuspended", "delete PodGroup pi"}},
+
+    /* ---- the launcher's summary ---- */
+    {.name = "summary: TCP asked and Socket used: launcherSummary and a Normal event, no mismatch",
+     JUST_SUCCEEDED, .transport = "TCP", .log = LOG_WITH("Socket"),
+     .expect = {SUCCEEDED_EVENTS, "event Normal TrainingSummary", CLEANED},
+     .conditions = "Created=True/MPIJobCreated Running=False/MPIJobRunning Succeeded=True/MPIJobSucceeded",
+     .summary = SUMMARY_STATUS("Socket"), .state = "Succeeded"},
+    {.name = "summary: RDMA asked and IB used: no mismatch",
+     JUST_SUCCEEDED, .transport = "RDMA", .log = LOG_WITH("IB"),
+     .expect = {SUCCEEDED_EVENTS, "event Normal TrainingSummary", CLEANED},
+     .conditions = "Created=True/MPIJobCreated Running=False/MPIJobRunning Succeeded=True/MPIJobSucceeded",
+     .summary = SUMMARY_STATUS("IB")},
+    {.name = "summary: RDMA asked and Socket used: TransportMismatch and a Warning; the state stays Succeeded",
+     JUST_SUCCEEDED, .transport = "RDMA", .log = LOG_WITH("Socket"),
+     .expect = {SUCCEEDED_EVENTS, "event Normal TrainingSummary", "event Warning TransportMismatch", CLEANED},
+     .conditions = "Created=True/MPIJobCreated Running=False/MPIJobRunning Succeeded=True/MPIJobSucceeded "
+                   "TransportMismatch=True/TransportMismatch",
+     .summary = SUMMARY_STATUS("Socket"), .state = "Succeeded"},
+    {.name = "summary: RDMA asked and the CPU backend (mpi) used: a mismatch",
+     JUST_SUCCEEDED, .transport = "RDMA", .log = LOG_WITH("mpi"),
+     .expect = {SUCCEEDED_EVENTS, "event Normal TrainingSummary", "event Warning TransportMismatch", CLEANED},
+     .conditions = "Created=True/MPIJobCreated Running=False/MPIJobRunning Succeeded=True/MPIJobSucceeded "
+                   "TransportMismatch=True/TransportMismatch"},
+    {.name = "summary: RDMA asked and NCCL's log unclear (unknown): a mismatch",
+     JUST_SUCCEEDED, .transport = "RDMA", .log = LOG_WITH("unknown"),
+     .expect = {SUCCEEDED_EVENTS, "event Normal TrainingSummary", "event Warning TransportMismatch", CLEANED}},
+    {.name = "summary: RDMA asked and one rank (no network at all): no mismatch",
+     JUST_SUCCEEDED, .transport = "RDMA", .log = LOG_WITH("none (one rank)"),
+     .expect = {SUCCEEDED_EVENTS, "event Normal TrainingSummary", CLEANED}},
+    {.name = "summary: TCP asked and IB used: a mismatch",
+     JUST_SUCCEEDED, .transport = "TCP", .log = LOG_WITH("IB"),
+     .expect = {SUCCEEDED_EVENTS, "event Normal TrainingSummary", "event Warning TransportMismatch", CLEANED},
+     .conditions = "Created=True/MPIJobCreated Running=False/MPIJobRunning Succeeded=True/MPIJobSucceeded "
+                   "TransportMismatch=True/TransportMismatch"},
+    {.name = "summary: TCP asked and mpi used: no mismatch",
+     JUST_SUCCEEDED, .transport = "TCP", .log = LOG_WITH("mpi"),
+     .expect = {SUCCEEDED_EVENTS, "event Normal TrainingSummary", CLEANED}, .summary = SUMMARY_STATUS("mpi")},
+    {.name = "summary: Auto accepts whatever was used",
+     JUST_SUCCEEDED, .log = LOG_WITH("IB"),
+     .expect = {SUCCEEDED_EVENTS, "event Normal TrainingSummary", CLEANED}, .summary = SUMMARY_STATUS("IB")},
+    {.name = "summary: a later run as asked turns an earlier run's mismatch False",
+     .replicas = 1, .transport = "RDMA", .have = ALL_OBJECTS, .workers = {W(0, "Running", true)},
+     .launcher_pods = {{"pi-launcher-x", "Failed", false, false, false}, {"pi-launcher-y", "Running", true, false, false}},
+     .status = "{\"conditions\":[" CREATED "," RUNNING ",{\"type\":\"TransportMismatch\",\"status\":\"True\","
+               "\"reason\":\"TransportMismatch\",\"message\":\"m\"," T0 "}]," STARTED ",\"state\":\"Running\"}",
+     .log = LOG_WITH("IB"),
+     .expect = {"write status", "event Normal TrainingSummary", "replace ConfigMap pi-config"},
+     .conditions = "Created=True/MPIJobCreated Running=True/MPIJobRunning TransportMismatch=False/TransportAsRequested",
+     .state = "Running"},
+    {.name = "summary: a summary read after the job finished is written then",
+     .replicas = 1, .status = SUCCEEDED_LONG_AGO, .have = ALL_OBJECTS, .launcher_status = COMPLETE,
+     .launcher_pods = {{"pi-launcher-x", "Succeeded", false, false, false}}, .log = LOG_WITH("Socket"),
+     .expect = {"write status", "event Normal TrainingSummary"}, .summary = SUMMARY_STATUS("Socket")},
+    {.name = "summary: a log without a summary line (not mpijob-worker) changes nothing and says nothing",
+     JUST_SUCCEEDED, .transport = "RDMA", .log = "+ mpirun -np 2 python train.py\nepoch 1 loss 0.3\n",
+     .expect = {SUCCEEDED_EVENTS, CLEANED}, .summary = "(none)",
+     .conditions = "Created=True/MPIJobCreated Running=False/MPIJobRunning Succeeded=True/MPIJobSucceeded"},
+    {.name = "summary: a broken summary line: no status, one Normal event",
+     JUST_SUCCEEDED, .transport = "RDMA", .log = "{\"event\":\"summary\",\"ranks\":4,\"transport\":\"IB\",\"samples_per\n",
+     .expect = {SUCCEEDED_EVENTS, "event Normal LauncherSummaryUnreadable", CLEANED}, .summary = "(none)",
+     .conditions = "Created=True/MPIJobCreated Running=False/MPIJobRunning Succeeded=True/MPIJobSucceeded"},
+    {.name = "summary: a log that cannot be read: no status, one Normal event",
+     JUST_SUCCEEDED, .log_refused = "forbidden: pods \"pi-launcher-x\" is forbidden: cannot get resource \"pods/log\"",
+     .expect = {SUCCEEDED_EVENTS, "event Normal LauncherLogUnreadable", CLEANED}, .summary = "(none)"},
+    {.name = "summary: a finished job with nothing read plans nothing",
+     .replicas = 1, .settle = true, .status = SUCCEEDED_LONG_AGO, .have = ALL_OBJECTS, .launcher_status = COMPLETE,
+     .launcher_pods = {{"pi-launcher-x", "Succeeded", false, false, false}},
+     .expect = {NULL}},
 };
 
 /* The parameters are indexes: Criterion runs each in a new process, where the pointers inside
