@@ -171,9 +171,9 @@ name=$(kubectl get -f "$manifest" -o jsonpath='{.metadata.name}') || fail "canno
 say "Following mpijob/$name (kubectl get mpijob $name)"
 last="" state="" launcher_log="" shown=0 end=$((SECONDS + timeout_s))
 # Rows as kubectl prints them, one per change, in the header's columns.
-row_format="%-$(( ${#name} + 3 ))s%-12s%-12s%-10s%s\n"
+row_format="%-$(( ${#name} + 3 ))s%-12s%-12s%-9s%-10s%s\n"
 # shellcheck disable=SC2059
-printf "$row_format" NAME STATE TRANSPORT WORKERS AGE
+printf "$row_format" NAME STATE TRANSPORT USED WORKERS AGE
 while [ $SECONDS -lt $end ]; do
     row=$(kubectl get mpijob "$name" --no-headers 2>/dev/null)
     if [ -n "$row" ] && [ "$row" != "$last" ]; then
@@ -196,9 +196,22 @@ while [ $SECONDS -lt $end ]; do
     case "$state" in Succeeded | Failed) break ;; esac
     sleep 1
 done
+# USED: the transport the training really used, which the operator reads from the launcher's log
+# once its pod has ended (status.launcherSummary); that pod's end may reach it just after the
+# job's, so give it a moment when the log holds a summary.
+if [ -n "$launcher_log" ] && grep -q '"event":"summary"' "$launcher_log"; then
+    for _ in $(seq 30); do
+        used=$(kubectl get mpijob "$name" -o jsonpath='{.status.launcherSummary.transport}' 2>/dev/null)
+        [ -n "$used" ] && break
+        sleep 1
+    done
+    row=$(kubectl get mpijob "$name" --no-headers 2>/dev/null)
+    # shellcheck disable=SC2086,SC2059
+    [ -n "$row" ] && [ "$row" != "$last" ] && printf "$row_format" $row
+fi
 
 say "Result"
-kubectl get mpijob "$name"
+kubectl get mpijob "$name" -o wide
 echo
 kubectl get pods,jobs -o wide
 summary=$( [ -n "$launcher_log" ] && grep '"event":"summary"' "$launcher_log" | tail -1)

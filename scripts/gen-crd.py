@@ -913,7 +913,7 @@ PRINTER_COLUMNS = [
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     {"name": "Samples/s", "type": "number", "jsonPath": ".status.launcherSummary.samplesPerSecond",
      "priority": 1, "description": "Training samples per second, from the launcher's summary."},
-    {"name": "Comm ms", "type": "number", "jsonPath": ".status.launcherSummary.exposedCommunicationMs",
+    {"name": "Comm-ms", "type": "number", "jsonPath": ".status.launcherSummary.exposedCommunicationMs",
      "priority": 1, "description": "Exposed communication per step, from the launcher's summary."},
 ]
 

@@ -153,11 +153,15 @@ class Definition(unittest.TestCase):
 
     def test_printer_columns(self):
         cols = self.versions["v2beta1"]["additionalPrinterColumns"]
-        self.assertEqual([(c["name"].upper(), c["jsonPath"], c["type"]) for c in cols], [
-            ("STATE", ".status.state", "string"),
-            ("TRANSPORT", ".spec.networking.transport", "string"),
-            ("WORKERS", ".status.workers", "string"),
-            ("AGE", ".metadata.creationTimestamp", "date"),
+        self.assertEqual([(c["name"].upper(), c["jsonPath"], c["type"], c.get("priority", 0)) for c in cols], [
+            ("STATE", ".status.state", "string", 0),
+            ("TRANSPORT", ".spec.networking.transport", "string", 0),
+            ("USED", ".status.launcherSummary.transport", "string", 0),
+            ("WORKERS", ".status.workers", "string", 0),
+            ("AGE", ".metadata.creationTimestamp", "date", 0),
+            # kubectl get -o wide
+            ("SAMPLES/S", ".status.launcherSummary.samplesPerSecond", "number", 1),
+            ("COMM-MS", ".status.launcherSummary.exposedCommunicationMs", "number", 1),
         ])
 
     def test_columns_name_fields_of_the_schema(self):

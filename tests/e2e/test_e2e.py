@@ -96,6 +96,13 @@ class JobWaits:
         self.assertTrue(lines, "no training summary in the launcher's log:\n" + self.launcher_log(ns, name)[-3000:])
         return json.loads(lines[-1])
 
+    def columns(self, ns, name, wide=False):
+        """The row of `kubectl get mpijob NAME` as a dict of the header's columns (values without
+        spaces; "<none>" for an empty one)."""
+        r = self.kubectl("get", "mpijob", name, "-n", ns, *(["-o", "wide"] if wide else []))
+        lines = r.stdout.splitlines()
+        return dict(zip(lines[0].split(), lines[1].split())) if len(lines) >= 2 else {}
+
     def start_line(self, ns, name):
         """mpijob-worker's start line in the launcher's log: where the ranks ran ("placement").
         A retried launcher's log holds each run's; ranks' stderr may share a line with it, so
@@ -200,6 +207,19 @@ class EndToEnd(JobWaits, unittest.TestCase):
         self.assertEqual(s["ranks"], 2)
         self.assertTrue(s["weights_identical"])
         self.assertLess(s["loss_last"], s["loss_first"])
+        # The transport really used, read by the operator from the launcher's log through the API
+        # server and the node's kubelet, as `kubectl get mpijobs` shows it: the CPU backend's MPI.
+        wait_for("USED mpi in kubectl get mpijob train-tcp",
+                 lambda: self.columns(ns, "train-tcp").get("USED") == "mpi", TIMEOUT, interval=0.5,
+                 describe=lambda: self.kubectl("get", "mpijob", "train-tcp", "-n", ns, "-o", "wide").stdout)
+        row = self.columns(ns, "train-tcp", wide=True)
+        self.assertEqual((row["STATE"], row["TRANSPORT"], row["USED"]), ("Succeeded", "TCP", "mpi"), row)
+        self.assertGreater(float(row["SAMPLES/S"]), 0, row)
+        j = self.kubectl("get", "mpijob", "train-tcp", "-n", ns, "-o", "json")
+        summary = json.loads(j.stdout)["status"]["launcherSummary"]
+        self.assertEqual((summary["ranks"], summary["backend"], summary["weightsIdentical"]), (2, "mpi", True))
+        self.assertTrue(summary["pod"].startswith("train-tcp-launcher-"), summary)
+        self.assertIsNone(self.condition(json.loads(j.stdout), "TransportMismatch"))
         # cleanPodPolicy Running: the workers are gone once the job ended
         wait_for("the workers deleted after the job ended",
                  lambda: not [p for p in self.pods(ns) if "-worker-" in p["metadata"]["name"]], 120,

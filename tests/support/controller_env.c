@@ -7,12 +7,23 @@
 
 #include "support/kube_test.h"
 
-void test_controller_env_start(struct test_controller_env *env)
+static void clients(struct test_controller_env *env)
 {
-    cr_assert_eq(test_apiserver_start(&env->srv), 0, "API server did not start");
     env->admin = test_kube_client(&env->srv, NULL);
     env->operator_client = test_operator_client(&env->srv, NULL);
     cr_assert_eq(event_recorder_new(env->operator_client, "mpijob-operator", NULL, &env->recorder), 0);
+}
+
+void test_controller_env_start(struct test_controller_env *env)
+{
+    cr_assert_eq(test_apiserver_start(&env->srv), 0, "API server did not start");
+    clients(env);
+}
+
+void test_controller_env_start_control_plane(struct test_controller_env *env)
+{
+    cr_assert_eq(test_apiserver_start_control_plane(&env->srv), 0, "API server did not start");
+    clients(env);
 }
 
 void test_controller_env_run(struct test_controller_env *env, int threads, const char *gang_scheduler)

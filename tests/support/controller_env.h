@@ -20,6 +20,9 @@ struct test_controller_env {
 
 /* Starts the server and makes the clients and the recorder; fails the running test on error. */
 void test_controller_env_start(struct test_controller_env *env);
+/* The same on a real control plane when KUBEBUILDER_ASSETS has one (the Job controller and the
+ * scheduler run: env->srv.control_plane), else as test_controller_env_start. */
+void test_controller_env_start_control_plane(struct test_controller_env *env);
 /* Starts the controller on the operator's client, with `threads` reconcile threads and gang
  * scheduling by gang_scheduler (NULL: none). */
 void test_controller_env_run(struct test_controller_env *env, int threads, const char *gang_scheduler);
