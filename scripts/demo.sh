@@ -170,12 +170,27 @@ name=$(kubectl get -f "$manifest" -o jsonpath='{.metadata.name}') || fail "canno
 
 say "Following mpijob/$name (kubectl get mpijob $name)"
 last="" state="" launcher_log="" shown=0 end=$((SECONDS + timeout_s))
-# Rows as kubectl prints them, one per change, in the header's columns.
+# Rows as kubectl prints them, one per change, in the header's columns. Cells are cut where
+# kubectl's own header puts them, so that an empty one (USED until the launcher has ended) shows
+# as "-" and does not shift the others.
+job_row() {
+    kubectl get mpijob "$name" 2>/dev/null | awk '
+        NR == 1 { for (i = 1; i <= length($0); i++)
+                      if (substr($0, i, 1) != " " && (i == 1 || substr($0, i - 1, 1) == " ")) at[++n] = i
+                  next }
+        NR == 2 { out = ""
+                  for (k = 1; k <= n; k++) {
+                      v = k < n ? substr($0, at[k], at[k + 1] - at[k]) : substr($0, at[k])
+                      gsub(/^ +| +$/, "", v); gsub(/ /, "_", v)
+                      out = out (k > 1 ? " " : "") (v == "" ? "-" : v)
+                  }
+                  print out }'
+}
 row_format="%-$(( ${#name} + 3 ))s%-12s%-12s%-9s%-10s%s\n"
 # shellcheck disable=SC2059
 printf "$row_format" NAME STATE TRANSPORT USED WORKERS AGE
 while [ $SECONDS -lt $end ]; do
-    row=$(kubectl get mpijob "$name" --no-headers 2>/dev/null)
+    row=$(job_row)
     if [ -n "$row" ] && [ "$row" != "$last" ]; then
         # shellcheck disable=SC2086,SC2059
         printf "$row_format" $row
@@ -205,7 +220,7 @@ if [ -n "$launcher_log" ] && grep -q '"event":"summary"' "$launcher_log"; then
         [ -n "$used" ] && break
         sleep 1
     done
-    row=$(kubectl get mpijob "$name" --no-headers 2>/dev/null)
+    row=$(job_row)
     # shellcheck disable=SC2086,SC2059
     [ -n "$row" ] && [ "$row" != "$last" ] && printf "$row_format" $row
 fi

@@ -7,7 +7,7 @@
 #   scripts/rbac-proof.sh [RBAC.yaml]      (make rbac-proof)
 set -u
 role=${1:-deploy/mpijob-operator.yaml}
-suites="test_controller test_operator test_restart test_examples"
+suites="test_controller test_summary test_operator test_restart test_examples"
 make --no-print-directory $(for s in $suites; do printf 'build/asan/it/%s ' "$s"; done) build/bin/mpijob-operator >/dev/null || exit 1
 work=$(mktemp -d /tmp/rbac-proof.XXXXXX)
 trap 'rm -rf "$work"' EXIT

@@ -23,6 +23,7 @@ from discovery import Discovery
 from errors import api_error, err_bad_request, err_not_found_generic, go_quote
 from store import Store
 from objects import as_dict, as_list
+from podlogs import PodLogs
 from tables import printer_columns_of
 from verbs import Verbs
 from writes import ObjectWrites
@@ -60,7 +61,7 @@ class Request:
         return v[0] if v else default
 
 
-class Api(ObjectWrites, Controllers, Auth, Verbs, Control, Discovery):
+class Api(ObjectWrites, Controllers, Auth, PodLogs, Verbs, Control, Discovery):
     """The API server's state and behaviour; one instance shared by every connection."""
 
     def __init__(self, tokens, bookmark_interval, mpijob_crd=MPIJOB_CRD_FILE):

@@ -402,6 +402,14 @@ class Handler(BaseHTTPRequestHandler):
         table = negotiate(self.headers.get("Accept"), "meta.k8s.io", "Table", TABLE_GVS) \
             if req.method == "GET" else None
         code, body, headers = api.handle(req)
+        if isinstance(body, bytes):  # a log (podlogs.py): text as it came
+            api.log_answer(entry, code)
+            self.send_response(code)
+            self.send_header("Cache-Control", "no-cache, private")
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(body)))
+            self._end_with(body)
+            return
         content_type = "application/json"
         if table and code == 200 and isinstance(body, dict):
             body = to_table(req.kind, req.version, body, req.q("includeObject") or "Metadata", table)

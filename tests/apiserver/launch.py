@@ -465,15 +465,18 @@ def real_nodes_assets():
 
 
 def real_node_flags(args):
-    """For real nodes (tests/cluster/realnode/nodes.py): the API server reaches kubelets at their
-    InternalIP (the node names resolve nowhere), and leaves the `kubernetes` Service's endpoint
-    to the nodes' relay (its own would be 127.0.0.1, which no EndpointSlice may name)."""
+    """The API server reaches kubelets at their InternalIP: the node names (a Node's Hostname
+    address) resolve nowhere here, on real nodes, simulated ones and a test's log-serving kubelet
+    (tests/support/kubelet_logs.h) alike. For real nodes (tests/cluster/realnode/nodes.py) it
+    also leaves the `kubernetes` Service's endpoint to the nodes' relay (its own would be
+    127.0.0.1, which no EndpointSlice may name)."""
+    flags = ["--kubelet-preferred-address-types=InternalIP,Hostname,InternalDNS,ExternalIP,ExternalDNS"]
     if not getattr(args, "control_plane", False) or not real_nodes_assets():
-        return []
+        return flags
     # A node that is lost has its pods evicted 10 s after it turns NotReady or unreachable
     # (the default, 300 s, is for clusters whose nodes come back; a test would wait minutes).
-    return ["--kubelet-preferred-address-types=InternalIP", "--endpoint-reconciler-type=none",
-            "--default-not-ready-toleration-seconds=10", "--default-unreachable-toleration-seconds=10"]
+    return flags + ["--endpoint-reconciler-type=none",
+                    "--default-not-ready-toleration-seconds=10", "--default-unreachable-toleration-seconds=10"]
 
 
 def serviceaccount_admission(args):

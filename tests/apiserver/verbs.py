@@ -32,6 +32,8 @@ class Verbs:
                 verbs.update(POST=self.do_create, DELETE=self.do_delete_collection)
         elif req.sub == "binding":
             verbs = {"POST": self.do_bind}
+        elif req.sub == "log":
+            verbs = {"GET": self.do_log}  # podlogs.py
         else:
             verbs = {"GET": self.do_get, "PUT": self.do_update, "PATCH": self.do_patch}
             if not req.sub:

@@ -97,12 +97,15 @@ runtime.py, netns.py, proxy.py and podinit.py the container runtime, the network
 proxy and the init process of containers without images.
 """
 
+import contextlib
 import hashlib
 import json
 import logging
 import os
 import queue
 import shutil
+import subprocess
+import sys
 import threading
 import time
 
@@ -116,7 +119,7 @@ from control import request  # noqa: F401  (kubelet.request: the entry other pro
 from events import EventRecorder
 from kube import KubeError
 from leftovers import reap, sweep  # noqa: F401  (kubelet.reap, kubelet.sweep)
-from node import NODE_NAME, NodeReporter, node_names
+from node import KUBELET_PORT, NODE_NAME, NodeReporter, node_names
 from podrunner import GRACE_CAP, TICK, PodRunner
 
 log = logging.getLogger("kubelet")
@@ -162,6 +165,7 @@ class Kubelet:
             self.store = runtime.ImageStore(images, runtime.shared_cache_dir(images))
             self.runtime = runtime.Runtime(self.runc_root)
         self.proxy = None         # proxy.ServiceProxy once the bridge is up (needs iptables)
+        self.log_servers = []     # kubeletapi.py per node: its logs for the API server (pods/log)
         self.nodes = node_names(nodes, node_name)
         self.node = self.nodes[0]
         self.node_nets = {}       # node name -> netns.PodNet of its namespace, once started
@@ -335,6 +339,7 @@ class Kubelet:
         for i, name in enumerate(self.nodes):
             self.node_nets[name] = self.net.add_node(i)
         self.host_ip = self.node_ip(self.node)
+        self._serve_logs()
         if shutil.which("iptables"):
             self.proxy = proxy.ServiceProxy(self.prefix, self.net.bridge)
             self._sync_proxy()
@@ -343,6 +348,39 @@ class Kubelet:
             json.dump({"prefix": self.prefix, "podCIDR": str(self.net.net), "bridge": self.net.bridge,
                        "hostIP": self.host_ip, "node": self.node, "pid": os.getpid(),
                        "nodes": {n: {"ip": net.ip, "netns": net.ns} for n, net in self.node_nets.items()}}, f)
+
+    def _serve_logs(self):
+        """Each node's kubelet API for container logs (kubeletapi.py), on its address and the port
+        its Node's daemonEndpoints name, inside its namespace: the API server's pods/log (the
+        double's or a real one's) fetches logs from there, as from a real kubelet."""
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kubeletapi.py")
+        for name, net in self.node_nets.items():
+            ready = os.path.join(self.state_dir, "kubeletapi-%s.port" % name)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(ready)
+            p = subprocess.Popen(["ip", "netns", "exec", net.ns, sys.executable, script, "--logs-dir", self.logs_dir,
+                                  "--address", net.ip, "--port", str(KUBELET_PORT), "--ready-file", ready],
+                                 stdin=subprocess.DEVNULL)
+            self.log_servers.append(p)
+        end = time.monotonic() + 30
+        for name in self.node_nets:
+            ready = os.path.join(self.state_dir, "kubeletapi-%s.port" % name)
+            while not os.path.exists(ready):
+                if time.monotonic() > end or any(p.poll() is not None for p in self.log_servers):
+                    raise RuntimeError("the container log server of node %s did not start" % name)
+                time.sleep(0.05)
+
+    def _stop_log_servers(self):
+        for p in self.log_servers:
+            if p.poll() is None:
+                p.terminate()
+        for p in self.log_servers:
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        self.log_servers = []
 
     def _sync_proxy(self):
         if self.proxy is None:
@@ -424,6 +462,7 @@ class Kubelet:
         if self._cleaned:
             return
         self._cleaned = True
+        self._stop_log_servers()
         leftovers.sweep_containers(self.runc_root, self.containers_dir)
         proxy.sweep(self.prefix)
         if self.net is not None:

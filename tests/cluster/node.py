@@ -14,6 +14,8 @@ import time
 from apitime import now_micro, now_rfc3339
 from kube import KubeError
 
+KUBELET_PORT = 10250  # where each node serves container logs (kubeletapi.py)
+
 log = logging.getLogger("kubelet")
 
 NODE_NAME = "sim-node"
@@ -110,7 +112,7 @@ class NodeReporter:
             ],
             "addresses": [{"type": "InternalIP", "address": self.k.node_ip(self.node)},
                           {"type": "Hostname", "address": self.node}],
-            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": KUBELET_PORT}},
             "nodeInfo": {"machineID": self.machine_id, "systemUUID": self.machine_id, "bootID": self.boot_id,
                          "kernelVersion": os.uname().release, "osImage": "cluster simulation",
                          "containerRuntimeVersion": "sim://1", "kubeletVersion": "v1.32.0-sim",

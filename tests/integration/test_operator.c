@@ -14,6 +14,8 @@
 #include "support/deadline.h"
 #include "support/kube_test.h"
 #include "support/kube_wait.h"
+#include "support/kubelet_logs.h"
+#include "support/launcher_pod.h"
 #include "support/operator.h"
 #include "support/request_log.h"
 #include "util/clock.h"
@@ -179,9 +181,22 @@ Test(operator, namespaced_rbac_serves_its_namespace, .timeout = 240)
     struct kube_client *admin = test_kube_client(&srv, NULL);
     char *const args[] = {(char *)binary, "--kubeconfig", srv.operator_kubeconfig, "--namespace", "team-a",
                           "--lease-namespace", "mpijob-system", "--metrics-addr", "0", "--health-addr", "0", NULL};
+    struct test_kubelet kubelet;
+    cr_assert_eq(test_kubelet_start(&kubelet, &srv, "team-a-node"), 0);
     struct test_operator op = spawn(args);
     create_job(admin, "team-a", "ns", 2);
     cr_assert(test_kube_wait_exists(admin, &KUBE_JOBS, "team-a", "ns-launcher", WAIT_MS), "the operator made the launcher");
+    /* The launcher's summary is read with the Role's get on pods/log. */
+    char pod[96];
+    test_launcher_pod_create(admin, "team-a", "ns", "team-a-node", pod, sizeof(pod));
+    static const char summary[] =
+        "{\"event\":\"summary\",\"ranks\":2,\"backend\":\"mpi\",\"device\":\"cpu\",\"transport\":\"mpi\","
+        "\"loss_first\":2.3,\"loss_last\":0.4,\"weights_identical\":true,\"samples_per_sec\":1000,\"step_ms\":5,"
+        "\"exposed_comm_ms\":1,\"compute_ms\":4}\n";
+    cr_assert_eq(test_kubelet_write_log(&kubelet, "team-a", pod, "launcher", summary, sizeof(summary) - 1), 0);
+    test_pod_succeeded(admin, "team-a", pod);
+    cr_assert(test_kube_wait_string(admin, &MPIJOB_RESOURCE_V2BETA1, "team-a", "ns", "status.launcherSummary.transport",
+                                    "mpi", WAIT_MS), "the summary read under the namespaced Role");
     if (srv.is_double) {
         cJSON *log = test_apiserver_log(&srv, 0), *e;
         cr_assert_not_null(log);
@@ -193,6 +208,7 @@ Test(operator, namespaced_rbac_serves_its_namespace, .timeout = 240)
     kill(op.pid, SIGTERM);
     cr_assert_eq(wait_exit(&op), 0);
     test_operator_stop(&op);
+    test_kubelet_stop(&kubelet, &srv);
     kube_client_free(admin);
     test_apiserver_stop(&srv);
 }

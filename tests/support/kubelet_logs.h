@@ -1,0 +1,32 @@
+/* Test support: a kubelet that serves container logs only (tests/cluster/kubeletapi.py), for
+ * integration tests that run no kubelet but need `pods/NAME/log` to work, through the API-server
+ * double or a real kube-apiserver, which both fetch a log from the pod's node's kubelet.
+ *
+ * test_kubelet_start runs the server on 127.0.0.1 (a free port, logs in a fresh folder) and
+ * creates (as an administrator) a Node of the given name whose InternalIP is 127.0.0.1 and whose
+ * kubeletEndpoint is that port, Ready, with room for pods; the server keeps its Lease renewed,
+ * so a real node lifecycle controller leaves it alone. Pods bound to that node (spec.nodeName)
+ * then have the logs test_kubelet_write_log gives them. */
+#ifndef TESTS_SUPPORT_KUBELET_LOGS_H
+#define TESTS_SUPPORT_KUBELET_LOGS_H
+
+#include <stddef.h>
+
+#include "support/apiserver.h"
+
+struct test_kubelet {
+    char dir[256];  /* the logs: <dir>/<namespace>_<pod>_<container>.log */
+    int port;
+    int pid;
+    char node[64];
+};
+
+/* 0, or -1 with a message on stderr (nothing left running then). */
+int test_kubelet_start(struct test_kubelet *k, struct test_apiserver *s, const char *node);
+/* Writes (replaces) the log of ns/pod/container. 0 or -1. */
+int test_kubelet_write_log(struct test_kubelet *k, const char *ns, const char *pod, const char *container,
+                           const char *text, size_t len);
+/* Stops the server, deletes the Node and removes the folder. Safe after a failed start. */
+void test_kubelet_stop(struct test_kubelet *k, struct test_apiserver *s);
+
+#endif
