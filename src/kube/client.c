@@ -873,7 +873,9 @@ static int execute(struct kube_client *c, const struct call *call, cJSON **out,
         }
         if (attempt >= c->opts.max_retries)
             break;
-        if (http_code == 429 || retryable_code(http_code)) {
+        /* A text answer's 5xx comes from behind the server (a log's kubelet, unreachable) and is
+         * not retried: another try a moment later meets the same node. */
+        if (http_code == 429 || (retryable_code(http_code) && !call->text)) {
             uint64_t d = retry_delay_ms(c, ex.retry_after_s, attempt);
             if (deadline && clock_now_ms() + d >= deadline)
                 break; /* the retry would start past the deadline */

@@ -139,7 +139,8 @@ int kube_request_stream(struct kube_client *c, const char *path, const char *que
 /* A GET whose answer is text, not JSON (a pod's log): the 2xx body as it came into *text
  * (NUL-terminated, caller frees; "" when empty) and its length into *len. An answer longer than
  * max_bytes fails with KUBE_ETOOBIG: callers that want a bounded read ask the server to bound
- * it (a log's limitBytes). Retries and errors as every other call. */
+ * it (a log's limitBytes). Retries and errors as every other call, except that a 5xx answer is
+ * not retried: for a log it is the kubelet's (or its node's) and would come again. */
 int kube_get_text(struct kube_client *c, const char *path, const char *query, size_t max_bytes, char **text,
                   size_t *len, struct kube_status *st);
 

@@ -1,6 +1,6 @@
 """GET pods/NAME/log, a part of Api (api.py), as kube-apiserver 1.32 serves it
 (pkg/registry/core/pod/rest/log.go and the pod strategy's LogLocation): the pod and its container
-are checked here, then the log is fetched from the kubelet of the pod's node, at the node's
+are checked here (a pod on no node yet has an empty log), then the log is fetched from the kubelet of the pod's node, at the node's
 InternalIP (then Hostname) and its status.daemonEndpoints.kubeletEndpoint.Port, over HTTPS
 without verifying the kubelet's certificate, and its answer passed on as text.
 
@@ -73,7 +73,7 @@ class PodLogs:
         elif container not in names + inits + ephemeral:
             raise err_bad_request("container %s is not valid for pod %s" % (container, name))
         if not node_name:
-            raise err_bad_request("pod %s does not have a host assigned" % name)
+            return 200, b"", {}  # no host yet: kube-apiserver streams nothing (LocationStreamer, no location)
         if node is None:
             raise api_error(404, "NotFound", 'nodes "%s" not found' % node_name,
                             {"name": node_name, "kind": "nodes"})
@@ -85,7 +85,7 @@ class PodLogs:
             if (req.q(flag) or "").lower() == "true":
                 query.append((flag, "true"))
         path = "/containerLogs/%s/%s/%s" % tuple(urllib.parse.quote(p, safe="") for p in (req.ns, name, container))
-        qs = urllib.parse.urlencode([(k, v) for k, v in query if v is not None])
+        qs = urllib.parse.urlencode(sorted((k, v) for k, v in query if v is not None))  # as Go's Values.Encode
         url_path = path + ("?" + qs if qs else "")
         ctx = ssl._create_unverified_context()  # as kube-apiserver without --kubelet-certificate-authority
         conn = http.client.HTTPSConnection(host, port, timeout=KUBELET_TIMEOUT, context=ctx)

@@ -140,6 +140,9 @@ class NodeReporter:
         code, obj = self.kube.request("POST", "/api/v1/nodes", node)
         if code in (200, 201):
             self.uid = obj["metadata"]["uid"]
+            # The status goes through /status too: a server may keep none of a new object's
+            # status, and the addresses are what the API server dials for logs.
+            self.kube.patch_status(path, {"status": self.status()})
             log.info("node %s: registered", self.node)
             return True
         if code == 409:

@@ -7,7 +7,8 @@
  *
  * Six jobs at once: a summary (TCP asked, Socket used), a mismatch (RDMA asked, Socket used), a
  * log without a summary, a broken summary line, a 10 MB log whose last line is the summary, and
- * (without a scheduler) a launcher pod on no node, whose log cannot be read. */
+ * (without a scheduler, which could put any pod there) a launcher pod on a node whose kubelet is
+ * gone, whose log cannot be read. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,7 +58,7 @@ TestSuite(launcher_summary, .init = setup, .fini = teardown, .timeout = 300);
 struct job_case {
     const char *name;
     const char *spec;   /* extra spec fields (test_mpijob) */
-    const char *node;   /* the launcher pod's node; NULL: none */
+    const char *node;   /* the launcher pod's node */
 };
 
 static const struct job_case jobs[] = {
@@ -66,7 +67,7 @@ static const struct job_case jobs[] = {
     {"none", NULL, NODE},
     {"broken", NULL, NODE},
     {"big", NULL, NODE},
-    {"nohost", NULL, NULL},
+    {"gone", NULL, "gone-node"},
 };
 #define N_JOBS (sizeof(jobs) / sizeof(jobs[0]))
 
@@ -177,17 +178,19 @@ static int log_reads(const char *pod, char *queries, size_t len)
 Test(launcher_summary, a_launchers_summary_none_a_broken_line_a_10_mb_log_and_an_unreadable_one)
 {
     bool jobs_run = env.srv.control_plane; /* a real Job controller and scheduler make the launcher pods */
+    if (!jobs_run)
+        cr_assert_eq(test_kubelet_gone_node(&env.srv, "gone-node"), 0);
     test_controller_env_run(&env, 2, NULL);
     char pods[N_JOBS][96];
     for (size_t i = 0; i < N_JOBS; i++) {
-        if (jobs_run && !jobs[i].node)
-            continue; /* the scheduler puts every pod on the node */
+        if (jobs_run && strcmp(jobs[i].node, NODE) != 0)
+            continue; /* a scheduler could put any pod on the gone node */
         cJSON *job = test_mpijob(jobs[i].name, jobs[i].spec);
         cr_assert_eq(kube_create(env.admin, &MPIJOB_RESOURCE_V2BETA1, "default", job, NULL, NULL), 0);
         cJSON_Delete(job);
     }
     for (size_t i = 0; i < N_JOBS; i++) {
-        if (jobs_run && !jobs[i].node)
+        if (jobs_run && strcmp(jobs[i].node, NODE) != 0)
             continue;
         char lname[64];
         launcher_name(jobs[i].name, lname, sizeof(lname));
@@ -205,7 +208,7 @@ Test(launcher_summary, a_launchers_summary_none_a_broken_line_a_10_mb_log_and_an
             test_finish_job(env.admin, "default", lname, "Complete", "");
     }
     for (size_t i = 0; i < N_JOBS; i++)
-        if (!jobs_run || jobs[i].node)
+        if (!jobs_run || strcmp(jobs[i].node, NODE) == 0)
             cr_assert(test_kube_wait_condition(env.admin, &MPIJOB_RESOURCE_V2BETA1, "default", jobs[i].name,
                                                "Succeeded", NULL, "MPIJobSucceeded", WAIT_MS),
                       "job %s", jobs[i].name);
@@ -257,12 +260,12 @@ Test(launcher_summary, a_launchers_summary_none_a_broken_line_a_10_mb_log_and_an
     cr_expect_null(json_path(broken, "status.launcherSummary"), "a broken line leaves the status as it is");
     cJSON_Delete(broken);
 
-    /* An unreadable log (a pod on no node): one Normal event, no summary. */
+    /* An unreadable log (its node's kubelet is gone): one Normal event, no summary. */
     if (!jobs_run) {
-        cr_assert(wait_events("nohost", "LauncherLogUnreadable", 1));
-        cJSON *nohost = test_kube_get(env.admin, &MPIJOB_RESOURCE_V2BETA1, "default", "nohost");
-        cr_expect_null(json_path(nohost, "status.launcherSummary"));
-        cJSON_Delete(nohost);
+        cr_assert(wait_events("gone", "LauncherLogUnreadable", 1));
+        cJSON *gone = test_kube_get(env.admin, &MPIJOB_RESOURCE_V2BETA1, "default", "gone");
+        cr_expect_null(json_path(gone, "status.launcherSummary"));
+        cJSON_Delete(gone);
     }
 
     /* No summary: nothing on the job, and nothing said. (On a real server, with no request log

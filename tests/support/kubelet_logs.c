@@ -10,7 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -51,7 +54,7 @@ static void remove_dir(const char *dir)
     }
 }
 
-static int create_node(struct test_kubelet *k, struct test_apiserver *s)
+static int create_node(struct test_apiserver *s, const char *node, int port)
 {
     char body[2048];
     snprintf(body, sizeof(body),
@@ -64,21 +67,21 @@ static int create_node(struct test_kubelet *k, struct test_apiserver *s)
              "\"allocatable\":{\"cpu\":\"64\",\"memory\":\"256Gi\",\"pods\":\"250\"},"
              "\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\",\"reason\":\"KubeletReady\","
              "\"message\":\"kubelet is posting ready status\"}]}}",
-             k->node, k->node, k->node, k->port);
+             node, node, node, port);
     int code = test_apiserver_request(s, "POST", "/api/v1/nodes", NULL, body, NULL);
     if (code != 201) {
-        fprintf(stderr, "test_kubelet: creating Node %s answered %d\n", k->node, code);
+        fprintf(stderr, "test_kubelet: creating Node %s answered %d\n", node, code);
         return -1;
     }
     /* A real server may keep only some of a new Node's status: write it through /status too. */
     char path[256];
-    snprintf(path, sizeof(path), "/api/v1/nodes/%s/status", k->node);
+    snprintf(path, sizeof(path), "/api/v1/nodes/%s/status", node);
     const char *status = strstr(body, "\"status\":");
     char patch[2048];
     snprintf(patch, sizeof(patch), "{%s", status); /* status runs to the body's closing brace */
     code = test_apiserver_request(s, "PATCH", path, "application/merge-patch+json", patch, NULL);
     if (code != 200) {
-        fprintf(stderr, "test_kubelet: the status of Node %s answered %d\n", k->node, code);
+        fprintf(stderr, "test_kubelet: the status of Node %s answered %d\n", node, code);
         return -1;
     }
     return 0;
@@ -140,12 +143,26 @@ int test_kubelet_start(struct test_kubelet *k, struct test_apiserver *s, const c
         remove_dir(k->dir);
         return -1;
     }
-    if (create_node(k, s) < 0) {
+    if (create_node(s, k->node, k->port) < 0) {
         stop_child(k);
         remove_dir(k->dir);
         return -1;
     }
     return 0;
+}
+
+int test_kubelet_gone_node(struct test_apiserver *s, const char *node)
+{
+    /* a port of 127.0.0.1 that nothing listens on: bound, read, closed, never listened on */
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    int port = -1;
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 && getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    if (fd >= 0)
+        close(fd);
+    return port > 0 ? create_node(s, node, port) : -1;
 }
 
 int test_kubelet_write_log(struct test_kubelet *k, const char *ns, const char *pod, const char *container,

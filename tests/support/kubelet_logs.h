@@ -23,6 +23,10 @@ struct test_kubelet {
 
 /* 0, or -1 with a message on stderr (nothing left running then). */
 int test_kubelet_start(struct test_kubelet *k, struct test_apiserver *s, const char *node);
+/* Creates a Node whose kubelet is gone: 127.0.0.1 at a port nothing listens on, so that reading a
+ * log of a pod bound to it fails as it does when a node is lost (dial tcp ...: connection
+ * refused). 0 or -1. Deleted by the caller (or with the server). */
+int test_kubelet_gone_node(struct test_apiserver *s, const char *node);
 /* Writes (replaces) the log of ns/pod/container. 0 or -1. */
 int test_kubelet_write_log(struct test_kubelet *k, const char *ns, const char *pod, const char *container,
                            const char *text, size_t len);
