@@ -131,7 +131,7 @@ class KubectlTest(unittest.TestCase):
         self.assertIn("mpijob.kubeflow.org/train-tcp created", p.stdout)
 
         head, rows = header_and_rows(self.kubectl("get", "mpijobs").stdout)
-        self.assertEqual(head, ["NAME", "STATE", "TRANSPORT", "WORKERS", "AGE"])
+        self.assertEqual(head, ["NAME", "STATE", "TRANSPORT", "USED", "WORKERS", "AGE"])
         self.assertEqual(len(rows), 1, rows)
         self.assertEqual(rows[0][:2], ["train-tcp", "TCP"])   # no state nor workers yet: empty cells
 
@@ -265,8 +265,10 @@ class KubectlTest(unittest.TestCase):
         self.assertEqual((code, ctype), (200, "application/json;as=Table;v=v1;g=meta.k8s.io"))
         t = json.loads(body)
         self.assertEqual(t["kind"], "Table")
-        self.assertEqual([c["name"] for c in t["columnDefinitions"]], ["Name", "State", "Transport", "Workers", "Age"])
-        self.assertEqual(t["rows"][0]["cells"][:4], ["train-tcp", None, "TCP", None])
+        self.assertEqual([c["name"] for c in t["columnDefinitions"]],
+                         ["Name", "State", "Transport", "Used", "Workers", "Age", "Samples/s", "Comm-ms"])
+        self.assertEqual([c.get("priority", 0) for c in t["columnDefinitions"]], [0, 0, 0, 0, 0, 0, 1, 1])
+        self.assertEqual(t["rows"][0]["cells"][:5], ["train-tcp", None, "TCP", None, None])
         self.assertEqual(t["rows"][0]["object"]["kind"], "PartialObjectMetadata")
         self.assertEqual(t["rows"][0]["object"]["metadata"]["name"], "train-tcp")
         t = json.loads(self.http("/apis/kubeflow.org/v2beta1/namespaces/default/mpijobs/train-tcp?includeObject=Object",
@@ -294,7 +296,7 @@ class KubectlTest(unittest.TestCase):
         events = [json.loads(line) for line in body.splitlines() if line.strip()]
         self.assertEqual([e["type"] for e in events], ["MODIFIED", "DELETED"])
         self.assertEqual(events[0]["object"]["kind"], "Table")
-        self.assertEqual(len(events[0]["object"]["columnDefinitions"]), 5)
+        self.assertEqual(len(events[0]["object"]["columnDefinitions"]), 8)
         self.assertEqual(events[1]["object"]["columnDefinitions"], [])
         self.assertEqual(events[0]["object"]["rows"][0]["cells"][1], "Running")
 
