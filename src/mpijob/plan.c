@@ -1009,6 +1009,11 @@ const struct kube_object *plan_summary_source(const struct plan_input *in, const
     }
     if (!source)
         return NULL;
+    /* Long ended when first seen (an operator started again among many finished jobs): not read,
+     * so that a restart does not read every old launcher's log, nor wait on their lost nodes. */
+    time_t ended;
+    if (clock_parse_rfc3339(source_at, &ended) == 0 && in->now - ended > LAUNCHER_LOG_MAX_AGE_S)
+        return NULL;
     const char *had = json_string(in->status, "launcherSummary.pod");
     if ((had && strcmp(had, source->name) == 0) || (read_uid && source->uid && strcmp(read_uid, source->uid) == 0))
         return NULL;

@@ -105,8 +105,8 @@ struct plan {
 
 /* The launcher pod whose log should be read before planning: of the launcher pods that ended
  * (Succeeded or Failed), the one that ended last, unless status.launcherSummary came from it or
- * this controller read it already (read_uid, the last pod it read for the job; may be NULL).
- * NULL when there is none. The summary is read once per pod: what the log holds does not change
+ * this controller read it already (read_uid, the last pod it read for the job; may be NULL), or
+ * it ended more than LAUNCHER_LOG_MAX_AGE_S before in->now. NULL when there is none. The summary is read once per pod: what the log holds does not change
  * once its container has ended. */
 const struct kube_object *plan_summary_source(const struct plan_input *in, const char *read_uid);
 

@@ -23,6 +23,9 @@
  * read of this many lines, for a summary that is the log's last line or nearly. */
 #define LAUNCHER_LOG_RETRY_TAIL_LINES 5
 
+/* A launcher pod that ended longer ago than this when the operator first sees it is not read. */
+#define LAUNCHER_LOG_MAX_AGE_S 3600
+
 /* The transport a one-rank NCCL run reports: it connected to nobody. */
 #define SUMMARY_TRANSPORT_ONE_RANK "none (one rank)"
 

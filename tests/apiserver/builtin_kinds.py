@@ -740,7 +740,7 @@ def builtin_kinds():
         Kind("", ["v1"], "pods", "Pod", "pod", status=True, short=("po",), return_deleted=True, graceful=True,
              fields=POD_FIELDS, defaulter=default_pod, validator=validate_pod,
              update_validator=validate_pod_update, categories=("all",),
-             subresources={"log": ("", "v1", "Pod", ["get"])},
+             subresources={"log": ("", "", "Pod", ["get"])},
              bookmark={"spec": {"containers": None}, "status": {}}),
         Kind("", ["v1"], "services", "Service", "service", status=True, short=("svc",), return_deleted=True,
              name_rule="label1035", defaulter=default_service, update_validator=validate_service_update,

@@ -256,8 +256,11 @@ class Discovery:
                 resources.append({"name": k.plural + "/status", "singularName": "", "namespaced": k.namespaced,
                                   "kind": k.kind, "verbs": ["get", "patch", "update"]})
             for sub, (sg, sv, skind, sverbs) in sorted(k.subresources.items()):
-                resources.append({"name": "%s/%s" % (k.plural, sub), "singularName": "", "namespaced": k.namespaced,
-                                  "group": sg, "version": sv, "kind": skind, "verbs": list(sverbs)})
+                r = {"name": "%s/%s" % (k.plural, sub), "singularName": "", "namespaced": k.namespaced,
+                     "group": sg, "version": sv, "kind": skind, "verbs": list(sverbs)}
+                if not sg and not sv:   # a kind of the resource's own group and version: not named
+                    del r["group"], r["version"]
+                resources.append(r)
         if legacy:
             return {"kind": "APIResourceList", "groupVersion": "v1", "resources": resources}
         return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "%s/%s" % (group, version),

@@ -406,6 +406,9 @@ class Handler(BaseHTTPRequestHandler):
             api.log_answer(entry, code)
             self.send_response(code)
             self.send_header("Cache-Control", "no-cache, private")
+            if code == 204:      # a pod on no node: no content, no type
+                self._end_with(b"")
+                return
             self.send_header("Content-Type", "text/plain")
             self.send_header("Content-Length", str(len(body)))
             self._end_with(body)

@@ -27,6 +27,7 @@ import sys
 import threading
 import time
 
+import kubeletapi
 import netns
 import podenv
 import probes
@@ -207,7 +208,9 @@ class PodRunner:
         c.runc_id = "%s-%s-%s-%s-%d" % (self.k.prefix, self.name[:40], self.uid[:8], c.name, c.serial)
         c.ctr = self.k.runtime.create(c.runc_id, c.image, cs,
                                       os.path.join(self.k.containers_dir, c.runc_id))
-        c.proc = c.ctr.start(self.k.log_path(self.ns, self.name, c.name))
+        logp = self.k.log_path(self.ns, self.name, c.name)
+        kubeletapi.add_run(logp)    # where this run's output begins: the log's "current" and "previous"
+        c.proc = c.ctr.start(logp)
 
     def _start(self, c):
         if self.k.runtime:
@@ -223,6 +226,7 @@ class PodRunner:
         with open(spec_path, "w") as f:
             json.dump(spec, f)
         logp = self.k.log_path(self.ns, self.name, c.name)
+        kubeletapi.add_run(logp)    # where this run's output begins: the log's "current" and "previous"
         logf = open(logp, "ab")
         cmd = ["ip", "netns", "exec", self.net.ns,
                "unshare", "--fork", "--pid", "--mount-proc", "--mount", "--uts", "--propagation", "private",

@@ -2,6 +2,7 @@
 
 #include <criterion/criterion.h>
 #include <stdio.h>
+#include <time.h>
 
 #include "util/json.h"
 
@@ -32,14 +33,17 @@ void test_launcher_pod_create(struct kube_client *admin, const char *ns, const c
 
 void test_pod_succeeded(struct kube_client *admin, const char *ns, const char *pod)
 {
+    /* now: the operator reads the log of a launcher that ended lately */
+    char now[32], patch[1024];
+    time_t t = time(NULL);
+    strftime(now, sizeof(now), "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));
+    snprintf(patch, sizeof(patch),
+             "{\"status\":{\"phase\":\"Succeeded\",\"startTime\":\"%s\","
+             "\"conditions\":[{\"type\":\"Ready\",\"status\":\"False\",\"reason\":\"PodCompleted\"}],"
+             "\"containerStatuses\":[{\"name\":\"launcher\",\"image\":\"w\",\"imageID\":\"\","
+             "\"ready\":false,\"restartCount\":0,\"started\":false,\"state\":{\"terminated\":{"
+             "\"exitCode\":0,\"reason\":\"Completed\",\"startedAt\":\"%s\",\"finishedAt\":\"%s\"}}}]}}",
+             now, now, now);
     struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE, .subresource = "status"};
-    cr_assert_eq(kube_patch(admin, &KUBE_PODS, ns, pod,
-                            "{\"status\":{\"phase\":\"Succeeded\",\"startTime\":\"2026-11-28T07:00:00Z\","
-                            "\"conditions\":[{\"type\":\"Ready\",\"status\":\"False\",\"reason\":\"PodCompleted\"}],"
-                            "\"containerStatuses\":[{\"name\":\"launcher\",\"image\":\"w\",\"imageID\":\"\","
-                            "\"ready\":false,\"restartCount\":0,\"started\":false,\"state\":{\"terminated\":{"
-                            "\"exitCode\":0,\"reason\":\"Completed\",\"startedAt\":\"2026-11-28T07:00:01Z\","
-                            "\"finishedAt\":\"2026-11-28T07:05:00Z\"}}}]}}",
-                            &po, NULL, NULL),
-                 0, "pod %s", pod);
+    cr_assert_eq(kube_patch(admin, &KUBE_PODS, ns, pod, patch, &po, NULL, NULL), 0, "pod %s", pod);
 }

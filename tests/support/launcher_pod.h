@@ -14,7 +14,7 @@ void test_launcher_pod_create(struct kube_client *admin, const char *ns, const c
                               char *pod, size_t pod_len);
 
 /* Writes the status a kubelet writes when the pod's only container "launcher" exited 0:
- * Succeeded, with the container terminated (Completed, finishedAt). */
+ * Succeeded, with the container terminated (Completed) now. */
 void test_pod_succeeded(struct kube_client *admin, const char *ns, const char *pod);
 
 #endif

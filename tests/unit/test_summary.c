@@ -156,20 +156,28 @@ static struct kube_object *launcher_pod(const char *name, const char *phase, con
     return o;
 }
 
-static const char *source(struct kube_object **pods, size_t n, const char *status, const char *read_uid)
+#define ENDED_B 1795159200 /* 2026-11-20T07:20:00Z, when l-b ended */
+
+static const char *source_at(struct kube_object **pods, size_t n, const char *status, const char *read_uid,
+                             time_t now)
 {
     cJSON *st = status ? cJSON_Parse(status) : NULL;
-    struct plan_input in = {.status = st, .launcher_pods = pods, .n_launcher_pods = n};
+    struct plan_input in = {.status = st, .launcher_pods = pods, .n_launcher_pods = n, .now = now};
     const struct kube_object *o = plan_summary_source(&in, read_uid);
     cJSON_Delete(st);
     return o ? o->name : "(none)";
 }
 
+static const char *source(struct kube_object **pods, size_t n, const char *status, const char *read_uid)
+{
+    return source_at(pods, n, status, read_uid, ENDED_B + 60);
+}
+
 Test(summary, the_log_read_is_the_last_ended_launcher_pods_and_only_once)
 {
     struct kube_object *pods[3] = {
-        launcher_pod("l-a", "Failed", "2027-01-15T07:10:00Z"),
-        launcher_pod("l-b", "Succeeded", "2027-01-15T07:20:00Z"),
+        launcher_pod("l-a", "Failed", "2026-11-20T07:10:00Z"),
+        launcher_pod("l-b", "Succeeded", "2026-11-20T07:20:00Z"),
         launcher_pod("l-c", "Running", NULL),
     };
     cr_expect_str_eq(source(pods + 2, 1, NULL, NULL), "(none)", "a running launcher is not read");
@@ -181,6 +189,9 @@ Test(summary, the_log_read_is_the_last_ended_launcher_pods_and_only_once)
                      "a later run's summary replaces an earlier one's");
     cr_expect_str_eq(source(pods, 3, NULL, "uid-l-b"), "(none)", "not again once read without a summary");
     cr_expect_str_eq(source(pods, 3, NULL, "uid-l-a"), "l-b");
+    cr_expect_str_eq(source_at(pods, 3, NULL, NULL, ENDED_B + LAUNCHER_LOG_MAX_AGE_S), "l-b", "an hour after");
+    cr_expect_str_eq(source_at(pods, 3, NULL, NULL, ENDED_B + LAUNCHER_LOG_MAX_AGE_S + 1), "(none)",
+                     "ended long before the operator saw it: not read");
     for (size_t i = 0; i < 3; i++)
         kube_object_unref(pods[i]);
 }
