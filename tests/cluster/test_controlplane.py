@@ -8,6 +8,7 @@ Skipped unless all four binaries are there, and unless root (the kubelet makes n
 import json
 import os
 import signal
+import subprocess
 import sys
 import unittest
 
@@ -91,6 +92,11 @@ class ControlPlaneTest(ControlPlaneCase):
         self.assertEqual(out.split(), [ns, "token-ok"])
         self.assertEqual(pod["spec"]["nodeName"], "sim-node", "bound by the real scheduler")
         self.assertEqual(pod["status"]["phase"], "Succeeded")
+        # kubectl logs: the real API server fetches the log from the node's kubelet endpoint, at
+        # its InternalIP in the node's network namespace
+        r = subprocess.run(["kubectl", "--kubeconfig", os.path.join(self.api, "kubeconfig"), "logs", "-n", ns,
+                            pod["metadata"]["name"], "--tail=1"], capture_output=True, text=True, timeout=60)
+        self.assertEqual((r.returncode, r.stdout), (0, "token-ok\n"), r.stderr)
 
     def test_c_deleting_a_running_pod(self):
         ns = "cp-delete"
