@@ -27,7 +27,9 @@ reader, k8s.io/cri-client/pkg/logs ReadLogs), the query being what kube-apiserve
   - the log of the container's last run (the whole file without a .runs file); previous=true: the
     run before it, or 400 `previous terminated container "C" in pod "P" not found` when there is
     none (a real kubelet, while the container waits to be restarted, returns the run that just
-    ended for both; this one keeps "last" and "the one before" throughout);
+    ended for both; this one keeps "last" and "the one before" throughout). Once a pod has ended
+    by itself the simulated kubelet forgets the earlier runs (keep_last_run), as a real one
+    removes those containers: previous=true is then refused, as there;
   - tailLines=N: the last N lines of that. A line is what ends in a newline, and a last line
     without one (containerd records it as a partial entry, which the reader counts and returns
     without a newline). 0: nothing. Found by reading blocks from the end, so the tail of a
@@ -92,6 +94,17 @@ def add_run(log_path):
         size = 0
     with open(log_path + ".runs", "a") as f:
         f.write("%d\n" % size)
+
+
+def keep_last_run(log_path):
+    """Forgets every run of the container but the last (the kubelet has removed them): its log
+    is still there, `previous` is not."""
+    starts = runs(log_path)
+    if len(starts) > 1:
+        tmp = log_path + ".runs.tmp"
+        with open(tmp, "w") as f:
+            f.write("%d\n" % starts[-1])
+        os.replace(tmp, log_path + ".runs")
 
 
 def runs(log_path):

@@ -446,6 +446,7 @@ class PodRunner:
                         self.phase = "Failed"
                         for m in self.containers:
                             m.waiting_reason = "PodInitializing"
+                        self._collect_earlier_runs()
                         self._publish()
                         return
                     self._publish()
@@ -480,6 +481,7 @@ class PodRunner:
             if all(c.done for c in self.containers):
                 failed = any(c.exit_code != 0 for c in self.containers)
                 self.phase = "Failed" if failed else "Succeeded"
+                self._collect_earlier_runs()
                 self._publish()
                 return
             # Pending until a container has started (one waiting on its image keeps it so).
@@ -541,6 +543,13 @@ class PodRunner:
             self._after_exit(c, True)
             self._publish()
             return None
+
+    def _collect_earlier_runs(self):
+        """A pod that ended by itself: a real kubelet removes its containers' earlier runs (the
+        status loses lastState, and `kubectl logs --previous` is refused), keeping the last one's
+        log. A pod ended by its deletion keeps them, as there."""
+        for c in self.init_containers + self.containers:
+            kubeletapi.keep_last_run(self.k.log_path(self.ns, self.name, c.name))
 
     def _kill_all(self, grace):
         conts = self.init_containers + self.containers

@@ -112,6 +112,10 @@ class ReadLogTest(unittest.TestCase):
         path, start, end = kubeletapi.log_range(self.dir, "ns", "pod", "c", True)
         self.assertEqual(b"".join(kubeletapi.log_blocks(path, start, end)), b"first run\nno newline")
         self.assertEqual(b"".join(kubeletapi.log_blocks(path, start, end, tail_lines=1)), b"no newline")
+        kubeletapi.keep_last_run(self.path)            # the pod ended: the earlier runs are gone
+        self.assertEqual(kubeletapi.runs(self.path), [20])
+        path, start, end = kubeletapi.log_range(self.dir, "ns", "pod", "c", False)
+        self.assertEqual(b"".join(kubeletapi.log_blocks(path, start, end)), b"second run\n")
         os.unlink(self.path + ".runs")
         with self.assertRaises(kubeletapi.KubeletError) as e:
             kubeletapi.log_range(self.dir, "ns", "pod", "c", True)
@@ -464,22 +468,36 @@ class PodLogsThroughTheApiServerTest(KubeletTestCase):
         self.assertEqual(r.stdout, "line 4\nl", r.stderr)
 
     def test_a_restarted_container_current_and_previous(self):
-        """Each run of a container is a log of its own, as with a real kubelet: the current one,
-        and --previous the one before (the simulated kubelet records where each run began)."""
+        """Each run of a container is a log of its own, as with a real kubelet and containerd
+        (checked on the real-node tier): while the pod runs, the current run and --previous the
+        one before; once the pod has ended by itself the earlier runs are gone and --previous is
+        refused (the simulated kubelet records where each run began, in one file)."""
         ns = self.ns()
-        cmd = "if [ -e /data/ran ]; then echo second run; else touch /data/ran; echo first run; exit 3; fi"
-        spec = {"restartPolicy": "OnFailure", "terminationGracePeriodSeconds": 1, "nodeName": self.kubelet.node,
+
+        def pod(name, then):
+            cmd = "if [ -e /data/ran ]; then echo second run; %s; else touch /data/ran; echo first run; exit 3; fi" % then
+            self.create(ns, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": {
+                "restartPolicy": "OnFailure", "terminationGracePeriodSeconds": 1, "nodeName": self.kubelet.node,
                 "volumes": [{"name": "data", "emptyDir": {}}],
                 "containers": [{"name": "main", "image": "ignored", "command": ["sh", "-c", cmd],
-                                "volumeMounts": [{"name": "data", "mountPath": "/data"}]}]}
-        self.create(ns, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "again"}, "spec": spec})
-        p = self.wait_phase(ns, "again", "Succeeded")
-        self.assertEqual(p["status"]["containerStatuses"][0]["restartCount"], 1)
-        self.assertEqual(self.logs(ns, "again").count("second run"), 1, "the file keeps every run")
+                                "volumeMounts": [{"name": "data", "mountPath": "/data"}]}]}})
+        pod("again", "exec sleep 300")
+        pod("done", "true")
+        self.wait_pod(ns, "again", lambda p: (p["status"].get("containerStatuses") or [{}])[0].get("restartCount") == 1
+                      and p["status"]["phase"] == "Running", "running again")
+        self.wait("the second run's output", lambda: "second run" in self.logs(ns, "again"))
         r = self.kubectl("logs", "-n", ns, "again")
         self.assertEqual(r.stdout, "second run\n", r.stderr)
         r = self.kubectl("logs", "-n", ns, "again", "--previous")
         self.assertEqual(r.stdout, "first run\n", r.stderr)
+        p = self.wait_phase(ns, "done", "Succeeded")
+        self.assertEqual(p["status"]["containerStatuses"][0]["restartCount"], 1)
+        self.assertEqual(self.logs(ns, "done"), "first run\nsecond run\n", "the file keeps every run")
+        r = self.kubectl("logs", "-n", ns, "done")
+        self.assertEqual(r.stdout, "second run\n", r.stderr)
+        r = self.kubectl("logs", "-n", ns, "done", "--previous")
+        self.assertEqual((r.returncode, r.stdout), (1, ""))
+        self.assertIn('previous terminated container "main" in pod "done" not found', r.stderr)
 
     def test_what_the_api_server_refuses(self):
         ns = self.ns()
