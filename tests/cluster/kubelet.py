@@ -122,11 +122,15 @@ from leftovers import reap, sweep  # noqa: F401  (kubelet.reap, kubelet.sweep)
 from node import KUBELET_PORT, NODE_NAME, NodeReporter, node_names
 from podrunner import GRACE_CAP, TICK, PodRunner
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support"))
+from deadline import scaled  # noqa: E402  (tests/support)
+
 log = logging.getLogger("kubelet")
 
 DEFAULT_POD_CIDR = "10.244.0.0/16"
 PROXY_SYNC = 5.0
 RUNNERS_STOP = 30.0      # cleanup() waits this long in all for the pods' runners to stop
+LOG_SERVER_START = 60.0  # each node's container-log server (kubeletapi.py), up to listening (scaled)
 # Mount points under these exist only inside the container (podinit makes them).
 PRIVATE_ROOTS = ("/tmp", "/run", "/var/run", "/dev/shm", "/proc", "/sys", "/dev")
 
@@ -362,12 +366,15 @@ class Kubelet:
                                   "--address", net.ip, "--port", str(KUBELET_PORT), "--ready-file", ready],
                                  stdin=subprocess.DEVNULL)
             self.log_servers.append(p)
-        end = time.monotonic() + 30
+        # (a Python start and a key: a second on an idle machine, ten on a loaded 2-core one)
+        limit = scaled(LOG_SERVER_START)
+        end = time.monotonic() + limit
         for name in self.node_nets:
             ready = os.path.join(self.state_dir, "kubeletapi-%s.port" % name)
             while not os.path.exists(ready):
                 if time.monotonic() > end or any(p.poll() is not None for p in self.log_servers):
-                    raise RuntimeError("the container log server of node %s did not start" % name)
+                    raise RuntimeError("the container log server of node %s did not start within %.0f s (exit "
+                                       "statuses: %s)" % (name, limit, [p.poll() for p in self.log_servers]))
                 time.sleep(0.05)
 
     def _stop_log_servers(self):

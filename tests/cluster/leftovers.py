@@ -6,7 +6,10 @@ A kubelet names everything after its prefix (kubelet.prefix_for): network namesp
 nodes', the pods', and host-network pods' names of their node's), veths, the bridge, /etc/netns
 folders and the service proxy's iptables rules; its runc containers live
 under <state_dir>/runc and their roots under <state_dir>/containers; the host folders and files
-it made for hostPath volumes are listed in <state_dir>/created-paths.json.
+it made for hostPath volumes are listed in <state_dir>/created-paths.json. Each node's
+container-log server (kubeletapi.py) runs inside the node's network namespace, so the sweep of
+the namespaces kills one that outlived its kubelet (it also ends with its parent, through
+PR_SET_PDEATHSIG); the logs and their .runs files stay in <state_dir>/logs.
 """
 
 import json
