@@ -437,15 +437,17 @@ class LocalCluster:
         subprocess.run(["ip", "link", "set", node["hostInterface"], "down"], check=True)
 
     def evict_pod(self, ns, name):
-        """Has the pod's node evict it, as a kubelet does under resource pressure; returns (the
-        MPIJob's Failed reason, words of its message) to expect once that fails the job. The
-        simulation's kubelet is told to (memory pressure) and reports the pod Failed, reason
-        Evicted. A real one is made to: the pod's container (which needs an ephemeral-storage
-        limit of at most 32Mi) writes past its limit, and the kubelet's eviction manager stops
-        the pod on its next round. Kubelet 1.32 then reports the pod as its containers ended:
+        """Has the pod's node evict it, as a kubelet does under resource pressure; returns the
+        outcomes to accept once that fails the job: (the MPIJob's Failed reason, words of its
+        message) pairs. The simulation's kubelet is told to (memory pressure) and reports the pod
+        Failed, reason Evicted. A real one is made to: the pod's container (which needs an
+        ephemeral-storage limit of at most 32Mi) writes past its limit, and the kubelet's eviction
+        manager stops the pod on its next round. Kubelet 1.32 then reports the pod one of two ways,
+        depending on which of its loops writes the status first: Failed, reason Evicted, with the
+        eviction manager's message (the job fails as evicted), or as its containers ended, where
         sshd exits 0 on SIGTERM, so the worker is Succeeded, with no reason and no
-        DisruptionTarget condition; the operator treats a worker that ends while the job runs
-        as failed (docs/internals/real-nodes.md)."""
+        DisruptionTarget condition; the operator treats a worker that ends while the job runs as
+        failed (docs/internals/real-nodes.md)."""
         if not self.real_nodes:
             sys.path.insert(0, os.path.join(ROOT, "tests", "cluster"))
             import control  # noqa: E402 (tests/cluster)
@@ -453,11 +455,12 @@ class LocalCluster:
                                   message="The node was low on resource: memory.")
             if not ans.get("ok"):
                 raise RuntimeError("evict %s/%s: %s" % (ns, name, ans))
-            return "MPIJobEvicted", "low on resource: memory"
+            return [("MPIJobEvicted", "low on resource: memory")]
         r = self.kubectl("exec", "-n", ns, name, "--", "sh", "-c", "head -c 64M /dev/zero > /var/tmp/fill")
         if r.returncode != 0:
             raise RuntimeError("filling %s/%s's storage: %s" % (ns, name, r.stderr))
-        return "WorkerFailed", "exited 0 while the job ran"
+        return [("WorkerFailed", "exited 0 while the job ran"),
+                ("MPIJobEvicted", "ephemeral local storage usage exceeds the total limit")]
 
     def kill_pod(self, ns, name):
         """SIGKILL to the pod's containers, from its node: the simulation's kubelet does it, or on
