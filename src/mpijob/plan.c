@@ -996,6 +996,9 @@ const struct kube_object *plan_summary_source(const struct plan_input *in, const
     char source_at[40] = "", at[40];
     for (size_t i = 0; i < in->n_launcher_pods; i++) {
         const struct kube_object *o = in->launcher_pods[i];
+        /* Runs at every reconcile: a pod that has not ended is passed over without parsing it. */
+        if (!strstr(o->json, "\"Succeeded\"") && !strstr(o->json, "\"Failed\""))
+            continue;
         cJSON *pod = kube_object_parse(o);
         enum pod_state st = pod ? pod_state_of(pod) : POD_UNKNOWN;
         if (st == POD_SUCCEEDED || st == POD_FAILED) {

@@ -408,7 +408,7 @@ static int choose_ssh_port(struct reconcile_ctx *ctx, struct mpijob *job, const 
 
 /* ---- the training summary in an ended launcher's log ----------------------------------------- */
 
-/* The longest a log read may hold a reconcile up, retries included. */
+/* The longest the log reads of one reconcile may hold it up, retries included. */
 #define LAUNCHER_LOG_READ_DEADLINE_MS 10000
 
 /* One bounded read of the end of a pod's log: 0 with the text (*text to free), or the error with
@@ -423,12 +423,9 @@ static int read_log_tail(struct reconcile_ctx *ctx, const char *ns, const char *
              c ? "&" : "", lines, LAUNCHER_LOG_LIMIT_BYTES);
     struct kube_status st = {.retry_after_s = -1};
     int rc = KUBE_ENOMEM;
-    if (path && (c || !container)) {
-        uint64_t before = kube_set_thread_deadline(clock_now_ms() + LAUNCHER_LOG_READ_DEADLINE_MS);
-        /* The server stops at limitBytes; a server that does not is refused, not read whole. */
+    /* The server stops at limitBytes; a server that does not is refused, not read whole. */
+    if (path && (c || !container))
         rc = kube_get_text(ctx->client, path, query, LAUNCHER_LOG_LIMIT_BYTES + 4096, text, len, &st);
-        kube_set_thread_deadline(before);
-    }
     if (rc < 0)
         snprintf(why, why_len, "%s%s%s", error_str(rc), st.message ? ": " : "", st.message ? st.message : "");
     kube_status_clear(&st);
@@ -453,6 +450,7 @@ static void read_summary(struct reconcile_ctx *ctx, const char *key, const struc
     char *text = NULL;
     size_t len = 0;
     out->pod = o->name;
+    uint64_t before = kube_set_thread_deadline(clock_now_ms() + LAUNCHER_LOG_READ_DEADLINE_MS);
     int rc = read_log_tail(ctx, in->job->namespace, o->name, container, LAUNCHER_LOG_TAIL_LINES, &text, &len,
                            out->message, sizeof(out->message));
     if (rc == 0) {
@@ -466,6 +464,7 @@ static void read_summary(struct reconcile_ctx *ctx, const char *key, const struc
                 out->found = summary_parse(text, len, &out->summary, out->message, sizeof(out->message));
         }
     }
+    kube_set_thread_deadline(before);
     out->unreadable = rc < 0;
     log_info("read the launcher's log",
               "job=%s pod=%s bytes=%zu result=%s transport=%s message=\"%s\"", key, o->name, len,

@@ -16,6 +16,7 @@
 #include "support/deadline.h"
 #include "support/kube_test.h"
 #include "support/kube_wait.h"
+#include "support/launcher_pod.h"
 #include "support/request_log.h"
 #include "util/clock.h"
 #include "util/json.h"
@@ -109,24 +110,8 @@ static void set_pod_running(const char *name)
 /* Plays the Job controller: a launcher pod owned by the launcher Job, Running. */
 static void start_launcher_pod(const char *job_name)
 {
-    char lname[128];
-    snprintf(lname, sizeof(lname), "%s-launcher", job_name);
-    cJSON *lj = NULL;
-    cr_assert_eq(kube_get(env.admin, &KUBE_JOBS, "default", lname, &lj, NULL), 0);
-    char text[2048];
-    snprintf(text, sizeof(text),
-             "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"%s-abcde\",\"labels\":{"
-             "\"training.kubeflow.org/operator-name\":\"mpijob-operator\",\"training.kubeflow.org/job-name\":\"%s\","
-             "\"training.kubeflow.org/job-role\":\"launcher\"},\"ownerReferences\":[{\"apiVersion\":\"batch/v1\","
-             "\"kind\":\"Job\",\"name\":\"%s\",\"uid\":\"%s\",\"controller\":true}]},"
-             "\"spec\":{\"containers\":[{\"name\":\"launcher\",\"image\":\"w\"}]}}",
-             lname, job_name, lname, json_string(lj, "metadata.uid"));
-    cJSON_Delete(lj);
-    cJSON *pod = cJSON_Parse(text);
-    cr_assert_eq(kube_create(env.admin, &KUBE_PODS, "default", pod, NULL, NULL), 0);
-    cJSON_Delete(pod);
     char pname[160];
-    snprintf(pname, sizeof(pname), "%s-abcde", lname);
+    test_launcher_pod_create(env.admin, "default", job_name, NULL, pname, sizeof(pname));
     set_pod_running(pname);
 }
 

@@ -14,7 +14,6 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -22,6 +21,7 @@
 
 #include <curl/curl.h>
 
+#include "support/command.h"
 #include "support/deadline.h"
 
 #define START_TIMEOUT_MS 120000 /* launch.py reports its own reason after 90 s (both scaled) */
@@ -92,49 +92,6 @@ static void remove_tree(const char *dir)
         nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-static const char *repo_root(void)
-{
-    const char *root = getenv("MPIJOB_SRC_DIR");
-    return root && root[0] ? root : ".";
-}
-
-/* In the child, before exec: close everything but stdio, so the server holds none of the test
- * runner's pipes. */
-static void close_inherited_fds(void)
-{
-#ifdef SYS_close_range
-    if (syscall(SYS_close_range, 3U, ~0U, 0U) == 0)
-        return;
-#endif
-    long max = sysconf(_SC_OPEN_MAX);
-    if (max < 0 || max > 65536)
-        max = 65536;
-    for (int fd = 3; fd < max; fd++)
-        close(fd);
-}
-
-/* python3 from PATH, resolved before fork (the child may only call async-signal-safe functions). */
-static int find_python(char *out, size_t len)
-{
-    const char *path = getenv("PATH");
-    if (!path || !*path)
-        path = "/usr/local/bin:/usr/bin:/bin";
-    while (*path) {
-        const char *end = strchr(path, ':');
-        size_t n = end ? (size_t)(end - path) : strlen(path);
-        if (n > 0 && n + sizeof("/python3") < len) {
-            memcpy(out, path, n);
-            memcpy(out + n, "/python3", sizeof("/python3"));
-            if (access(out, X_OK) == 0)
-                return 0;
-        }
-        path += n;
-        if (*path == ':')
-            path++;
-    }
-    return -1;
-}
-
 static void kill_group(int pid, int sig)
 {
     if (pid <= 0)
@@ -186,7 +143,7 @@ static int start_with(struct test_apiserver *s, const char *extra_arg, const cha
     memset(s, 0, sizeof(*s));
     pthread_once(&curl_once, curl_init_once);
     char script[512];
-    snprintf(script, sizeof(script), "%s/tests/apiserver/launch.py", repo_root());
+    snprintf(script, sizeof(script), "%s/tests/apiserver/launch.py", test_src_dir());
     if (access(script, R_OK) != 0) {
         fprintf(stderr, "test_apiserver: %s not found (run from the repository root or set MPIJOB_SRC_DIR)\n",
                 script);
@@ -201,7 +158,7 @@ static int start_with(struct test_apiserver *s, const char *extra_arg, const cha
     snprintf(s->token, sizeof(s->token), "test-token");
     snprintf(s->kubeconfig, sizeof(s->kubeconfig), "%s/kubeconfig", s->dir);
     char python[512];
-    if (find_python(python, sizeof(python)) != 0) {
+    if (test_find_python(python, sizeof(python)) != 0) {
         fprintf(stderr, "test_apiserver: python3 not found in PATH\n");
         remove_tree(s->dir);
         s->dir[0] = 0;
@@ -212,11 +169,11 @@ static int start_with(struct test_apiserver *s, const char *extra_arg, const cha
     char rbac[512];
     const char *rbac_env = getenv("MPIJOB_TEST_RBAC");
     if (rbac_file)
-        snprintf(rbac, sizeof(rbac), "%s/%s", repo_root(), rbac_file);
+        snprintf(rbac, sizeof(rbac), "%s/%s", test_src_dir(), rbac_file);
     else if (rbac_env && rbac_env[0])
         snprintf(rbac, sizeof(rbac), "%s", rbac_env);
     else
-        snprintf(rbac, sizeof(rbac), "%s/%s", repo_root(), TEST_RBAC_DEFAULT);
+        snprintf(rbac, sizeof(rbac), "%s/%s", test_src_dir(), TEST_RBAC_DEFAULT);
     snprintf(s->operator_kubeconfig, sizeof(s->operator_kubeconfig), "%s/operator.kubeconfig", s->dir);
     char *const argv[] = {python, script, "--state-dir", s->dir, "--token", s->token, "--rbac", rbac,
                           (char *)extra_arg, NULL};
@@ -243,7 +200,7 @@ static int start_with(struct test_apiserver *s, const char *extra_arg, const cha
             if (devnull > 2)
                 close(devnull);
         }
-        close_inherited_fds();
+        test_close_inherited_fds();
         execv(python, argv);
         ssize_t ignored = write(2, exec_failed, sizeof(exec_failed) - 1);
         (void)ignored;

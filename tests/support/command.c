@@ -7,12 +7,48 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 const char *test_src_dir(void)
 {
     const char *root = getenv("MPIJOB_SRC_DIR");
     return root && root[0] ? root : ".";
+}
+
+int test_find_python(char *out, size_t len)
+{
+    const char *path = getenv("PATH");
+    if (!path || !*path)
+        path = "/usr/local/bin:/usr/bin:/bin";
+    while (*path) {
+        const char *end = strchr(path, ':');
+        size_t n = end ? (size_t)(end - path) : strlen(path);
+        if (n > 0 && n + sizeof("/python3") < len) {
+            memcpy(out, path, n);
+            memcpy(out + n, "/python3", sizeof("/python3"));
+            if (access(out, X_OK) == 0)
+                return 0;
+        }
+        path += n;
+        if (*path == ':')
+            path++;
+    }
+    return -1;
+}
+
+void test_close_inherited_fds(void)
+{
+#ifdef SYS_close_range
+    if (syscall(SYS_close_range, 3U, ~0U, 0U) == 0)
+        return;
+#endif
+    long max = sysconf(_SC_OPEN_MAX);
+    if (max < 0 || max > 65536)
+        max = 65536;
+    for (int fd = 3; fd < max; fd++)
+        close(fd);
 }
 
 void test_run_checked(const char *what, const char *command)

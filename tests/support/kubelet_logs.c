@@ -14,56 +14,13 @@
 #include <netinet/in.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "support/command.h"
 #include "support/deadline.h"
 
 #define START_TIMEOUT_MS 30000
-
-static const char *repo_root(void)
-{
-    const char *root = getenv("MPIJOB_SRC_DIR");
-    return root && root[0] ? root : ".";
-}
-
-/* python3 from PATH, resolved before fork (the child may only call async-signal-safe functions). */
-static int find_python(char *out, size_t len)
-{
-    const char *path = getenv("PATH");
-    if (!path || !*path)
-        path = "/usr/local/bin:/usr/bin:/bin";
-    while (*path) {
-        const char *end = strchr(path, ':');
-        size_t n = end ? (size_t)(end - path) : strlen(path);
-        if (n > 0 && n + sizeof("/python3") < len) {
-            memcpy(out, path, n);
-            memcpy(out + n, "/python3", sizeof("/python3"));
-            if (access(out, X_OK) == 0)
-                return 0;
-        }
-        path += n;
-        if (*path == ':')
-            path++;
-    }
-    return -1;
-}
-
-/* In the child, before exec: close everything but stdio, so the server holds none of the test
- * runner's pipes. */
-static void close_inherited_fds(void)
-{
-#ifdef SYS_close_range
-    if (syscall(SYS_close_range, 3U, ~0U, 0U) == 0)
-        return;
-#endif
-    long max = sysconf(_SC_OPEN_MAX);
-    if (max < 0 || max > 65536)
-        max = 65536;
-    for (int fd = 3; fd < max; fd++)
-        close(fd);
-}
 
 static void stop_child(struct test_kubelet *k)
 {
@@ -136,11 +93,11 @@ int test_kubelet_start(struct test_kubelet *k, struct test_apiserver *s, const c
         return -1;
     }
     char script[512], ready[300], ca[300];
-    snprintf(script, sizeof(script), "%s/tests/cluster/kubeletapi.py", repo_root());
+    snprintf(script, sizeof(script), "%s/tests/cluster/kubeletapi.py", test_src_dir());
     snprintf(ready, sizeof(ready), "%s/port", k->dir);
     snprintf(ca, sizeof(ca), "%s/ca.crt", s->dir);
     char python[512];
-    if (find_python(python, sizeof(python)) != 0) {
+    if (test_find_python(python, sizeof(python)) != 0) {
         fprintf(stderr, "test_kubelet: python3 not found in PATH\n");
         remove_dir(k->dir);
         return -1;
@@ -166,7 +123,7 @@ int test_kubelet_start(struct test_kubelet *k, struct test_apiserver *s, const c
             if (devnull > 2)
                 close(devnull);
         }
-        close_inherited_fds();
+        test_close_inherited_fds();
         execv(python, argv);
         _exit(127);
     }
