@@ -5,7 +5,9 @@
 #                   kube-controller-manager/kube-scheduler there too, a real control plane)
 #   make fuzz       libFuzzer harnesses (clang-14), each run for FUZZ_SECONDS
 #   make bench      benchmarks in tests/bench (figures, never pass/fail on timing); installs
-#                   PyTorch and OpenBLAS too (as root), for the worker against PyTorch DDP
+#                   PyTorch and OpenBLAS too (as root), for the worker against PyTorch DDP;
+#                   MPI_OPERATOR_BIN=... KUBEBUILDER_ASSETS=... adds the reference operator
+#                   side by side (tests/bench/bench_peer.py)
 #   make demo       the end-to-end demo (see README)
 #   make images     the operator and worker images, built with podman as OCI archives in
 #                   build/images (as root; scripts/images.py)
@@ -151,10 +153,11 @@ build/bench/bench_kernels: tests/bench/bench_kernels.c $(WORKER_SRC:%.c=build/ob
 	@mkdir -p $(dir $@)
 	$(CC) $(REL_FLAGS) -o $@ $< $(filter %.o,$^) $(WORKER_LIBS)
 
-bench: bench-deps $(BENCH_TARGETS) build/bin/mpijob-worker $(WORKER_BENCH_TARGETS)
+bench: bench-deps $(BENCH_TARGETS) build/bin/mpijob-operator build/bin/mpijob-worker $(WORKER_BENCH_TARGETS)
 	@for b in $(BENCH_TARGETS); do echo "== $$b"; $$b || exit 1; done
 	@echo "== tests/bench/bench_worker.sh"; tests/bench/bench_worker.sh
 	@echo "== tests/bench/bench_ddp.py"; /usr/bin/python3 tests/bench/bench_ddp.py
+	@echo "== tests/bench/bench_peer.py"; python3 tests/bench/bench_peer.py
 
 demo:
 	@scripts/demo.sh

@@ -26,6 +26,11 @@ ServiceAccount and kube-root-ca.crt) and the ServiceAccount admission plugin; th
 scheduler nor workload controllers (tests/cluster/cluster.py plays those), so its info.json does not
 say controlPlane. Without it, either server admits pods without the ServiceAccount plugin.
 
+--user NAME (real servers only, repeatable) adds a cluster-admin user NAME with token NAME-token
+and DIR/NAME.kubeconfig; the server's audit log, DIR/audit.log, records each of its requests once,
+as it arrives (stage RequestReceived, level Metadata). tests/bench/bench_peer.py counts two
+operators' requests with it.
+
 --background returns once DIR/ready exists (or fails after 60 s), leaving the server running in
 its own session; stop it with: kill -TERM -$(head -1 DIR/pid) (stop_background() from Python).
 """
@@ -297,6 +302,8 @@ class Real:
                 sa_ns = rbac_user.split(":")[2]
                 f.write('%s,%s,operator-uid,"system:serviceaccounts,system:serviceaccounts:%s"\n'
                         % (RBAC_TOKEN, rbac_user, sa_ns))
+            for user in self.args.user:
+                f.write('%s-token,%s,%s-uid,"system:masters"\n' % (user, user, user))
 
         client_port, peer_port, port = free_port(), free_port(), free_port()
         etcd_url = "http://127.0.0.1:%d" % client_port
@@ -377,6 +384,8 @@ class Real:
         write_atomic(os.path.join(d, "kubeconfig"), kubeconfig_text(self.url, ca_pem, self.args.token))
         if rbac_user:
             write_atomic(os.path.join(d, "operator.kubeconfig"), kubeconfig_text(self.url, ca_pem, RBAC_TOKEN))
+        for user in self.args.user:
+            write_atomic(os.path.join(d, user + ".kubeconfig"), kubeconfig_text(self.url, ca_pem, user + "-token"))
         write_atomic(os.path.join(d, "port"), "%d\n" % port)
         write_atomic(os.path.join(d, "etcd-url"), etcd_url + "\n")
         info = {"kind": "real", "kubernetesService": kubernetes_service_info(port)}
@@ -388,16 +397,23 @@ class Real:
         write_atomic(os.path.join(d, "ready"), "%d\n" % os.getpid())
 
     def audit_flags(self, rbac_user):
-        """With $MPIJOB_TEST_RBAC_USAGE set, the server's audit log records the requests of the
-        operator's ServiceAccount, so that the RBAC coverage check works as on the double."""
+        """The audit log (DIR/audit.log) records, with $MPIJOB_TEST_RBAC_USAGE set, the requests of
+        the operator's ServiceAccount, so that the RBAC coverage check works as on the double; and
+        every request of each --user, once, as it arrives (stage RequestReceived, level Metadata),
+        so that a benchmark can count one client's requests by verb and resource."""
         self.usage_log = os.environ.get("MPIJOB_TEST_RBAC_USAGE")
         self.rbac_user = rbac_user
-        if not self.usage_log or not rbac_user:
+        rules = []
+        if self.usage_log and rbac_user:
+            rules.append("- level: Request\n  users: [%s]\n  omitStages: [RequestReceived]\n" % json.dumps(rbac_user))
+        if self.args.user:
+            rules.append("- level: Metadata\n  users: [%s]\n  omitStages: [ResponseStarted, ResponseComplete]\n"
+                         % ", ".join(json.dumps(u) for u in self.args.user))
+        if not rules:
             return []
         policy = os.path.join(self.dir, "audit-policy.yaml")
         with open(policy, "w") as f:
-            f.write("apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n"
-                    "- level: Request\n  users: [%s]\n- level: None\n" % json.dumps(rbac_user))
+            f.write("apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n" + "".join(rules) + "- level: None\n")
         return ["--audit-policy-file=" + policy, "--audit-log-path=" + os.path.join(self.dir, "audit.log"),
                 "--audit-log-mode=blocking"]
 
@@ -586,6 +602,9 @@ def main():
                     help="also start kube-controller-manager and kube-scheduler from KUBEBUILDER_ASSETS, with "
                          "the ServiceAccount admission plugin on (the double: its ServiceAccounts, "
                          "kube-root-ca.crt and ServiceAccount admission)")
+    ap.add_argument("--user", action="append", default=[],
+                    help="(real servers only) one more cluster-admin user, NAME, with token NAME-token and "
+                         "<state-dir>/NAME.kubeconfig; its requests are audited to <state-dir>/audit.log")
     args = ap.parse_args()
     args.rbac = [os.path.abspath(f) for f in args.rbac]
     args.state_dir = os.path.abspath(args.state_dir)
