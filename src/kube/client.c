@@ -1130,6 +1130,35 @@ int kube_patch(struct kube_client *c, const struct kube_resource *res, const cha
     return rc;
 }
 
+/* The DeleteOptions body for opts, or NULL when every option is the server's default. */
+static int delete_options(const struct kube_delete_opts *opts, cJSON **body)
+{
+    *body = NULL;
+    if (!opts || !(opts->precondition_uid || opts->precondition_resource_version || opts->propagation_policy ||
+                   opts->grace_period_s >= 0))
+        return 0;
+    cJSON *b = cJSON_CreateObject();
+    if (!b)
+        return KUBE_ENOMEM;
+    bool ok = cJSON_AddStringToObject(b, "kind", "DeleteOptions") && cJSON_AddStringToObject(b, "apiVersion", "v1");
+    if (ok && (opts->precondition_uid || opts->precondition_resource_version)) {
+        cJSON *pre = cJSON_AddObjectToObject(b, "preconditions");
+        ok = pre && (!opts->precondition_uid || cJSON_AddStringToObject(pre, "uid", opts->precondition_uid)) &&
+             (!opts->precondition_resource_version ||
+              cJSON_AddStringToObject(pre, "resourceVersion", opts->precondition_resource_version));
+    }
+    if (ok && opts->propagation_policy)
+        ok = cJSON_AddStringToObject(b, "propagationPolicy", opts->propagation_policy) != NULL;
+    if (ok && opts->grace_period_s >= 0)
+        ok = cJSON_AddNumberToObject(b, "gracePeriodSeconds", (double)opts->grace_period_s) != NULL;
+    if (!ok) {
+        cJSON_Delete(b);
+        return KUBE_ENOMEM;
+    }
+    *body = b;
+    return 0;
+}
+
 int kube_delete(struct kube_client *c, const struct kube_resource *res, const char *ns,
                 const char *name, const struct kube_delete_opts *opts, cJSON **out,
                 struct kube_status *st)
@@ -1137,27 +1166,34 @@ int kube_delete(struct kube_client *c, const struct kube_resource *res, const ch
     if (!name)
         return KUBE_EINVAL;
     cJSON *body = NULL;
-    if (opts && (opts->precondition_uid || opts->precondition_resource_version ||
-                 opts->propagation_policy || opts->grace_period_s >= 0)) {
-        body = cJSON_CreateObject();
-        if (!body)
-            return KUBE_ENOMEM;
-        cJSON_AddStringToObject(body, "kind", "DeleteOptions");
-        cJSON_AddStringToObject(body, "apiVersion", "v1");
-        if (opts->precondition_uid || opts->precondition_resource_version) {
-            cJSON *pre = cJSON_AddObjectToObject(body, "preconditions");
-            if (opts->precondition_uid)
-                cJSON_AddStringToObject(pre, "uid", opts->precondition_uid);
-            if (opts->precondition_resource_version)
-                cJSON_AddStringToObject(pre, "resourceVersion", opts->precondition_resource_version);
-        }
-        if (opts->propagation_policy)
-            cJSON_AddStringToObject(body, "propagationPolicy", opts->propagation_policy);
-        if (opts->grace_period_s >= 0)
-            cJSON_AddNumberToObject(body, "gracePeriodSeconds", (double)opts->grace_period_s);
-    }
+    if (delete_options(opts, &body) < 0)
+        return KUBE_ENOMEM;
     int rc = with_body(c, "DELETE", "DELETE", kube_path(res, ns, name, NULL), NULL,
                        body ? "application/json" : NULL, body, NULL, out, st);
     cJSON_Delete(body);
+    return rc;
+}
+
+int kube_delete_collection(struct kube_client *c, const struct kube_resource *res, const char *ns,
+                           const char *label_selector, const char *field_selector,
+                           const struct kube_delete_opts *opts, cJSON **out, struct kube_status *st)
+{
+    /* Never an unselected collection: a bug here must not delete every pod of a namespace. */
+    if (!label_selector || !label_selector[0] || (opts && opts->precondition_uid))
+        return KUBE_EINVAL;
+    struct buf q;
+    buf_init(&q, 0);
+    int rc = query_add(&q, "labelSelector", label_selector);
+    if (rc == 0)
+        rc = query_add(&q, "fieldSelector", field_selector);
+    cJSON *body = NULL;
+    if (rc < 0 || delete_options(opts, &body) < 0) {
+        buf_free(&q);
+        return KUBE_ENOMEM;
+    }
+    rc = with_body(c, "DELETECOLLECTION", "DELETE", kube_path(res, ns, NULL, NULL), q.data,
+                   body ? "application/json" : NULL, body, NULL, out, st);
+    cJSON_Delete(body);
+    buf_free(&q);
     return rc;
 }

@@ -203,5 +203,11 @@ struct kube_delete_opts {
 int kube_delete(struct kube_client *c, const struct kube_resource *res, const char *ns,
                 const char *name, const struct kube_delete_opts *opts, cJSON **out,
                 struct kube_status *st);
+/* DELETE on the collection: every object of res in ns that label_selector (required, never
+ * empty) and field_selector (may be NULL) select, in one request; opts as above, but no uid
+ * precondition (KUBE_EINVAL). *out (may be NULL) receives the list of what was deleted. */
+int kube_delete_collection(struct kube_client *c, const struct kube_resource *res, const char *ns,
+                           const char *label_selector, const char *field_selector,
+                           const struct kube_delete_opts *opts, cJSON **out, struct kube_status *st);
 
 #endif

@@ -75,6 +75,7 @@ static void action_clear(struct action *a)
     cJSON_Delete(a->object);
     free(a->patch);
     free(a->uid);
+    free(a->selector);
     free(a->message);
 }
 
@@ -114,6 +115,75 @@ static struct action *delete(struct planner *pl, struct list *l, const struct ku
     if (a && o->uid && !(a->uid = strdup(o->uid)))
         pl->nomem = true;
     return a;
+}
+
+/* The label selector every worker pod of this job matches ("k=v,k=v"), or NULL (no memory). The
+ * keys and values of our labels need no escaping in a selector. */
+static char *worker_selector(struct planner *pl, cJSON **labels)
+{
+    *labels = build_labels(pl->job, pl->in->options, ROLE_NAME_WORKER, -1);
+    size_t len = 1;
+    const cJSON *l;
+    cJSON_ArrayForEach(l, *labels) {
+        if (!cJSON_IsString(l))
+            return NULL;
+        len += strlen(l->string) + strlen(l->valuestring) + 2;
+    }
+    char *sel = *labels ? calloc(1, len) : NULL;
+    const cJSON *all = sel ? *labels : NULL;
+    cJSON_ArrayForEach(l, all) {
+        if (sel[0])
+            strcat(sel, ",");
+        strcat(sel, l->string);
+        strcat(sel, "=");
+        strcat(sel, l->valuestring);
+    }
+    return sel;
+}
+
+static bool has_labels(const struct kube_object *o, const cJSON *labels)
+{
+    cJSON *pod = kube_object_parse(o);
+    const cJSON *have = json_path(pod, "metadata.labels");
+    bool ok = have != NULL;
+    const cJSON *l;
+    cJSON_ArrayForEach(l, labels) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(have, l->string);
+        ok = ok && cJSON_IsString(v) && strcmp(v->valuestring, l->valuestring) == 0;
+    }
+    cJSON_Delete(pod);
+    return ok;
+}
+
+/* Deletes these worker pods (n of them). Two or more go in one request, a DELETE on the pods'
+ * collection selected by the labels every worker of this job carries (and field_selector, which
+ * must select the same pods the caller chose, by the server's view of them), when each of them
+ * carries those labels; otherwise, and for one pod, each goes on its own. A job of 512 workers
+ * is cleaned up or suspended in one request instead of 512. */
+static void delete_workers(struct planner *pl, struct list *l, const struct kube_object **pods, size_t n,
+                           const char *field_selector)
+{
+    cJSON *labels = NULL;
+    char *selector = n >= 2 ? worker_selector(pl, &labels) : NULL;
+    bool together = selector != NULL;
+    for (size_t i = 0; together && i < n; i++)
+        together = has_labels(pods[i], labels);
+    cJSON_Delete(labels);
+    if (n >= 2 && !labels)
+        pl->nomem = true;
+    if (!together) {
+        free(selector);
+        for (size_t i = 0; i < n; i++)
+            delete(pl, l, &KUBE_PODS, pods[i]);
+        return;
+    }
+    struct action *a = add(pl, l, ACTION_DELETE_COLLECTION, &KUBE_PODS, NULL);
+    if (!a) {
+        free(selector);
+        return;
+    }
+    a->selector = selector;
+    a->field_selector = field_selector;
 }
 
 static void patch(struct planner *pl, const struct kube_resource *res, const char *name, enum kube_patch_type type,
@@ -218,6 +288,12 @@ static void clean_pods(struct planner *pl)
     enum clean_pod_policy policy = pl->job->run_policy.clean_pod_policy;
     if (policy == CLEAN_POD_NONE)
         return;
+    const struct kube_object **going = calloc(pl->in->n_owned_pods + 1, sizeof(*going));
+    if (!going) {
+        pl->nomem = true;
+        return;
+    }
+    size_t n = 0;
     for (size_t i = 0; i < pl->in->n_owned_pods; i++) {
         const struct kube_object *o = pl->in->owned_pods[i];
         if (o->deleting)
@@ -226,8 +302,13 @@ static void clean_pods(struct planner *pl)
         enum pod_state s = pod ? pod_state_of(pod) : POD_UNKNOWN;
         cJSON_Delete(pod);
         if (policy == CLEAN_POD_ALL || s == POD_PENDING || s == POD_RUNNING)
-            delete(pl, &pl->decided, &KUBE_PODS, o);
+            going[n++] = o;
     }
+    /* Running: the server deletes what it sees Pending or Running (one that has just ended,
+     * which the cache does not show yet, is kept, as the policy says) */
+    delete_workers(pl, &pl->decided, going, n,
+                   policy == CLEAN_POD_ALL ? NULL : "status.phase!=Succeeded,status.phase!=Failed");
+    free(going);
 }
 
 /* Adds one pod to the counts (active: phase Running, as the reference operator counts; ready:
@@ -808,12 +889,21 @@ static void want_workers(struct planner *pl)
 {
     const struct mpijob *job = pl->job;
     bool suspended = job->run_policy.suspend;
-    for (size_t i = 0; i < pl->in->n_owned_pods; i++) {
+    const struct kube_object **going = calloc(pl->in->n_owned_pods + 1, sizeof(*going));
+    size_t n = 0;
+    for (size_t i = 0; going && i < pl->in->n_owned_pods; i++) {
         const struct kube_object *o = pl->in->owned_pods[i];
         long index = hostfile_worker_index(job->name, o->name);
         if (!o->deleting && (suspended || index >= job->worker.replicas))
-            delete(pl, &pl->wanted, &KUBE_PODS, o);
+            going[n++] = o;
     }
+    pl->nomem = pl->nomem || !going;
+    if (suspended) /* every worker goes: all of them in one request */
+        delete_workers(pl, &pl->wanted, going, n, NULL);
+    else           /* scaled down: those at the indexes above, each by name */
+        for (size_t i = 0; i < n; i++)
+            delete(pl, &pl->wanted, &KUBE_PODS, going[i]);
+    free(going);
     for (int i = 0; i < job->worker.replicas && !suspended && !pl->blocked; i++) {
         const struct plan_object *w = &pl->in->workers[i];
         char *name = mpijob_worker_name(job, i);
@@ -1230,5 +1320,9 @@ void action_describe(const struct action *a, char *buf, size_t len)
         snprintf(buf, len, "patch %s %s %s", a->resource->kind, a->name, a->subresource ? a->subresource : "spec");
         break;
     case ACTION_DELETE: snprintf(buf, len, "delete %s %s", a->resource->kind, a->name); break;
+    case ACTION_DELETE_COLLECTION:
+        snprintf(buf, len, "delete %ss -l %s%s%s", a->resource->kind, a->selector,
+                 a->field_selector ? " --field-selector " : "", a->field_selector ? a->field_selector : "");
+        break;
     }
 }

@@ -75,6 +75,7 @@ enum action_type {
     ACTION_REPLACE,
     ACTION_PATCH,
     ACTION_DELETE,
+    ACTION_DELETE_COLLECTION, /* the objects of resource that selector (and field_selector) select */
 };
 
 struct action {
@@ -88,6 +89,8 @@ struct action {
     char *uid;                      /* DELETE: precondition, or NULL */
     const char *propagation;        /* DELETE: "Background" or NULL */
     bool count_failure;             /* DELETE of a failed worker: counted in status (uid) */
+    char *selector;                 /* DELETE_COLLECTION: a label selector, never empty */
+    const char *field_selector;     /* DELETE_COLLECTION: a string literal, or NULL */
     bool alone;                     /* CREATE that must follow everything before it and precede
                                        everything after it (the PodGroup, the launcher); other
                                        consecutive creates have no order among them */
@@ -123,7 +126,8 @@ bool plan_writes(const struct plan *p, const char *kind, const char *name);
 
 /* One line per action, for logs and table tests: "write status", "event Normal MPIJobCreated",
  * "create Service j", "create Job j-launcher alone", "replace ConfigMap j-config",
- * "patch Job j-launcher spec", "patch Job j-launcher status", "delete Pod j-worker-2". */
+ * "patch Job j-launcher spec", "patch Job j-launcher status", "delete Pod j-worker-2",
+ * "delete Pods -l SELECTOR [--field-selector FIELDS]". */
 void action_describe(const struct action *a, char *buf, size_t len);
 
 #endif

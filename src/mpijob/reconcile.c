@@ -176,13 +176,14 @@ static void request_failed(struct executor *ex, const struct action *a, int rc, 
 {
     char what[32];
     snprintf(what, sizeof(what), "%s", a->type == ACTION_CREATE ? "create" : a->type == ACTION_DELETE ? "delete"
+                                       : a->type == ACTION_DELETE_COLLECTION ? "deletecollection"
                                        : a->type == ACTION_PATCH ? "patch" : "update");
     const char *message = st->message ? st->message : error_str(rc);
     /* A Conflict is the cache being behind: the retry works from the newer object. */
     log_write(rc == KUBE_ECONFLICT ? LOG_INFO : LOG_WARN, "request failed",
               "job=%s verb=%s kind=%s name=%s code=%ld error=\"%s\" message=\"%s\"", ex->key, what,
-              a->resource->kind, a->name, st->http_code, error_str(rc), log_quote(message));
-    if (a->type == ACTION_DELETE || !refused(rc))
+              a->resource->kind, a->name ? a->name : a->selector, st->http_code, error_str(rc), log_quote(message));
+    if (a->type == ACTION_DELETE || a->type == ACTION_DELETE_COLLECTION || !refused(rc))
         return;
     expect_refused(ex->ctx->expect, ex->key, a->resource->kind, a->name, message);
     if (ex->ctx->events)
@@ -234,6 +235,10 @@ static int send(struct executor *ex, const struct action *a, struct kube_status 
         int rc = kube_delete(c, a->resource, ns, a->name, &opts, NULL, st);
         /* Gone, or replaced by a newer object of that name (the uid precondition failed). */
         return rc == KUBE_ENOTFOUND || (rc == KUBE_ECONFLICT && a->uid) ? 0 : rc;
+    }
+    case ACTION_DELETE_COLLECTION: {
+        struct kube_delete_opts opts = {.grace_period_s = -1};
+        return kube_delete_collection(c, a->resource, ns, a->selector, a->field_selector, &opts, NULL, st);
     }
     default: return KUBE_EINVAL;
     }

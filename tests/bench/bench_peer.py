@@ -794,6 +794,11 @@ def main():
         return 1
     bench = Bench(state, ref_bin)
     status = 0
+
+    def on_signal(signum, frame):
+        raise SystemExit(128 + signum)   # unwinds through the finally below: nothing is left running
+
+    signal.signal(signal.SIGTERM, on_signal)
     try:
         kube, ref_line, ours = versions(bench.api, ref_bin)
         say("== bench_peer %s: mpijob-operator %s against mpi-operator (%s) on Kubernetes %s, %d CPUs" % (

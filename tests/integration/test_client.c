@@ -227,6 +227,56 @@ Test(client, delete_with_preconditions)
     kube_client_free(c);
 }
 
+/* One DELETE on a collection, as the controller cleans up and suspends a job's workers: what the
+ * label and field selectors select goes, the rest stays; never an unselected collection. */
+Test(client, delete_collection_by_label_and_field_selectors)
+{
+    struct kube_client *c = client_with(NULL);
+    struct kube_status st = {.retry_after_s = -1};
+    const char *names[] = {"dc-running", "dc-done", "dc-other"};
+    for (int i = 0; i < 3; i++) {
+        cJSON *p = pod(names[i]);
+        if (i == 2)
+            json_set_string(json_path(p, "metadata.labels"), "app", "other");
+        cr_assert_eq(kube_create(c, &KUBE_PODS, "default", p, NULL, &st), 0, "%s", st.message);
+        cJSON_Delete(p);
+    }
+    struct kube_patch_opts status = {.type = KUBE_PATCH_MERGE, .subresource = "status"};
+    cr_assert_eq(kube_patch(c, &KUBE_PODS, "default", "dc-running", "{\"status\":{\"phase\":\"Running\"}}", &status,
+                            NULL, &st), 0, "%s", st.message);
+    cr_assert_eq(kube_patch(c, &KUBE_PODS, "default", "dc-done", "{\"status\":{\"phase\":\"Succeeded\"}}", &status,
+                            NULL, &st), 0, "%s", st.message);
+
+    cr_assert_eq(kube_delete_collection(c, &KUBE_PODS, "default", "", NULL, NULL, NULL, &st), KUBE_EINVAL);
+    cr_assert_eq(kube_delete_collection(c, &KUBE_PODS, "default", NULL, "status.phase=Running", NULL, NULL, &st),
+                 KUBE_EINVAL);
+    struct kube_delete_opts uid = {.precondition_uid = "x", .grace_period_s = -1};
+    cr_assert_eq(kube_delete_collection(c, &KUBE_PODS, "default", "app=demo", NULL, &uid, NULL, &st), KUBE_EINVAL);
+
+    /* cleanPodPolicy Running: Pending and Running go, ended pods stay */
+    cJSON *out = NULL;
+    struct kube_delete_opts opts = {.grace_period_s = -1};
+    cr_assert_eq(kube_delete_collection(c, &KUBE_PODS, "default", "app=demo",
+                                        "status.phase!=Succeeded,status.phase!=Failed", &opts, &out, &st),
+                 0, "%s", st.message);
+    cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(out, "items")), 1);
+    cr_assert_str_eq(json_string(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(out, "items"), 0),
+                                 "metadata.name"), "dc-running");
+    cJSON_Delete(out);
+    cr_assert_eq(kube_get(c, &KUBE_PODS, "default", "dc-running", NULL, &st), KUBE_ENOTFOUND);
+    cr_assert_eq(kube_get(c, &KUBE_PODS, "default", "dc-done", NULL, &st), 0);
+
+    /* All: the rest of the selection; another label's pod stays */
+    cr_assert_eq(kube_delete_collection(c, &KUBE_PODS, "default", "app=demo", NULL, NULL, NULL, &st), 0);
+    cr_assert_eq(kube_get(c, &KUBE_PODS, "default", "dc-done", NULL, &st), KUBE_ENOTFOUND);
+    cr_assert_eq(kube_get(c, &KUBE_PODS, "default", "dc-other", NULL, &st), 0);
+    /* nothing selected: nothing deleted, no error */
+    cr_assert_eq(kube_delete_collection(c, &KUBE_PODS, "default", "app=demo", NULL, NULL, NULL, &st), 0);
+    cr_assert_eq(kube_delete(c, &KUBE_PODS, "default", "dc-other", NULL, NULL, &st), 0);
+    kube_status_clear(&st);
+    kube_client_free(c);
+}
+
 Test(client, list_pagination_and_selectors)
 {
     /* On a real server the pages are checked by their contents; the double also shows the

@@ -30,6 +30,7 @@ struct pod_spec {
     bool ready;
     bool deleting;
     bool foreign; /* not controlled by the job */
+    bool unlabelled; /* a worker without the labels the builders give (made by someone else) */
 };
 
 struct plan_case {
@@ -37,6 +38,7 @@ struct plan_case {
     int replicas;
     const char *run_policy;      /* extra members of spec.runPolicy, JSON, e.g. "\"suspend\":true" */
     const char *creation_policy; /* launcherCreationPolicy; NULL: AtStartup */
+    const char *clean_pod_policy; /* runPolicy.cleanPodPolicy; NULL: Running */
     bool unusable_worker;        /* the parsed Worker template gets a field builders cannot edit */
     const char *status;          /* the cached status, JSON; NULL: none */
     bool settle;                 /* plan once, feed its status back, and check the second plan */
@@ -84,12 +86,13 @@ static cJSON *job_tree(const struct plan_case *c)
              "{\"apiVersion\":\"kubeflow.org/v2beta1\",\"kind\":\"MPIJob\","
              "\"metadata\":{\"name\":\"pi\",\"namespace\":\"default\",\"uid\":\"uid-pi\",\"generation\":3},"
              "\"spec\":{\"slotsPerWorker\":1,\"launcherCreationPolicy\":\"%s\","
-             "\"runPolicy\":{\"cleanPodPolicy\":\"Running\"%s%s},\"networking\":{\"transport\":\"%s\"},"
+             "\"runPolicy\":{\"cleanPodPolicy\":\"%s\"%s%s},\"networking\":{\"transport\":\"%s\"},"
              "\"mpiReplicaSpecs\":{"
              "\"Launcher\":{\"replicas\":1,\"template\":{\"spec\":{\"containers\":[{\"name\":\"l\",\"image\":\"w\","
              "\"command\":[\"mpirun\",\"pi\"]}]}}},"
              "\"Worker\":{\"replicas\":%d,\"template\":{\"spec\":{\"containers\":[{\"name\":\"w\",\"image\":\"w\"}]}}}}}}",
-             c->creation_policy ? c->creation_policy : "AtStartup", c->run_policy ? "," : "",
+             c->creation_policy ? c->creation_policy : "AtStartup",
+             c->clean_pod_policy ? c->clean_pod_policy : "Running", c->run_policy ? "," : "",
              c->run_policy ? c->run_policy : "", c->transport ? c->transport : "Auto", c->replicas);
     cJSON *tree = cJSON_Parse(text);
     cr_assert_not_null(tree, "case %s: bad job JSON", c->name);
@@ -129,9 +132,17 @@ static struct kube_object *pod(const struct pod_spec *p, const char *owner)
     bool failed = strcmp(p->phase, "Failed") == 0;
     /* "Evicting": Running, with the DisruptionTarget condition a kubelet posts before the kill */
     bool evicting = strcmp(p->phase, "Evicting") == 0;
+    /* a worker carries the labels build_worker_pod gives it */
+    const char *index = strstr(p->name, "-worker-");
+    char labels[300] = "";
+    if (index && !p->unlabelled)
+        snprintf(labels, sizeof(labels),
+                 "\"metadata\":{\"labels\":{\"" LABEL_OPERATOR_NAME "\":\"" DEFAULT_OPERATOR_NAME "\",\"" LABEL_JOB_NAME
+                 "\":\"pi\",\"" LABEL_JOB_ROLE "\":\"worker\",\"" LABEL_REPLICA_INDEX "\":\"%s\"}},",
+                 index + strlen("-worker-"));
     snprintf(text, sizeof(text),
-             "{\"kind\":\"Pod\",\"status\":{\"phase\":\"%s\",\"conditions\":[{\"type\":\"Ready\",\"status\":\"%s\"}%s]%s}}",
-             evicting ? "Running" : p->phase, p->ready ? "True" : "False",
+             "{\"kind\":\"Pod\",%s\"status\":{\"phase\":\"%s\",\"conditions\":[{\"type\":\"Ready\",\"status\":\"%s\"}%s]%s}}",
+             labels, evicting ? "Running" : p->phase, p->ready ? "True" : "False",
              evicting ? ",{\"type\":\"DisruptionTarget\",\"status\":\"True\",\"reason\":\"TerminationByKubelet\","
                         "\"message\":\"Pod ephemeral local storage usage exceeds the total limit of containers 16Mi.\"}"
                       : "",
@@ -376,6 +387,12 @@ static void check(const struct plan_case *c)
     "\"weightsIdentical\":true}"
 #define SUCCEEDED_EVENTS "write status", "event Normal MPIJobSucceeded"
 #define CLEANED "delete Pod pi-worker-0" /* cleanPodPolicy Running */
+/* Two or more workers go in one request, selected by the labels every worker of the job carries. */
+#define WORKERS_SELECTOR                                                                                              \
+    "-l training.kubeflow.org/operator-name=mpijob-operator,training.kubeflow.org/job-name=pi,"                     \
+    "training.kubeflow.org/job-role=worker"
+#define CLEANED_ALL_RUNNING "delete Pods " WORKERS_SELECTOR " --field-selector status.phase!=Succeeded,status.phase!=Failed"
+#define CLEANED_ALL "delete Pods " WORKERS_SELECTOR
 #define RUNNING_WORKERS {W(0, "Running", true), W(1, "Running", true)}
 #define LAUNCHER_RUNNING {{"pi-launcher-x", "Running", true, false, false}}
 #define COMPLETE_CONDITIONS "\"conditions\":[{\"type\":\"Complete\",\"status\":\"True\"}]"
@@ -418,8 +435,30 @@ static const struct plan_case cases[] = {
     {.name = "launcher Complete: Succeeded, then cleanPodPolicy Running deletes the running workers",
      .replicas = 2, .status = STATUS_RUNNING, .have = ALL_OBJECTS, .workers = RUNNING_WORKERS,
      .launcher_status = COMPLETE,
-     .expect = {"write status", "event Normal MPIJobSucceeded", "delete Pod pi-worker-0", "delete Pod pi-worker-1"},
+     .expect = {"write status", "event Normal MPIJobSucceeded", CLEANED_ALL_RUNNING},
      .conditions = "Created=True/MPIJobCreated Running=False/MPIJobRunning Succeeded=True/MPIJobSucceeded"},
+    {.name = "cleanPodPolicy Running: the server deletes what it sees Pending or Running, in one request",
+     .replicas = 3, .status = STATUS_RUNNING, .have = ALL_OBJECTS,
+     .workers = {W(0, "Running", true), W(1, "Pending", false), W(2, "Succeeded", false)},
+     .launcher_status = COMPLETE,
+     /* a worker that ended while the job ran goes by name first (as a stopped worker, counted) */
+     .expect = {"write status", "event Normal MPIJobSucceeded", "delete Pod pi-worker-2", CLEANED_ALL_RUNNING}},
+    {.name = "cleanPodPolicy All: every worker, ended or not, in one request",
+     .replicas = 3, .clean_pod_policy = "All", .status = SUCCEEDED_LONG_AGO, .have = ALL_OBJECTS,
+     .workers = {W(0, "Running", true), W(1, "Succeeded", false), W(2, "Failed", false)},
+     .launcher_status = COMPLETE, .expect = {"write status", CLEANED_ALL}}, /* the counts change */
+    {.name = "cleanPodPolicy All, one worker left: deleted by name",
+     .replicas = 2, .clean_pod_policy = "All", .status = STATUS_RUNNING, .have = ALL_OBJECTS,
+     .workers = {W(0, "Running", true), {"pi-worker-1", "Running", false, true, false}},
+     .launcher_status = COMPLETE, .expect = {"write status", "event Normal MPIJobSucceeded", CLEANED}},
+    {.name = "cleanPodPolicy None: the workers stay",
+     .replicas = 2, .clean_pod_policy = "None", .status = STATUS_RUNNING, .have = ALL_OBJECTS,
+     .workers = RUNNING_WORKERS, .launcher_status = COMPLETE, .expect = {"write status", "event Normal MPIJobSucceeded"}},
+    {.name = "workers without our labels (made by someone else, adopted): each deleted by name",
+     .replicas = 2, .status = STATUS_RUNNING, .have = ALL_OBJECTS,
+     .workers = {W(0, "Running", true), {"pi-worker-1", "Running", true, false, false, true}},
+     .launcher_status = COMPLETE,
+     .expect = {"write status", "event Normal MPIJobSucceeded", "delete Pod pi-worker-0", "delete Pod pi-worker-1"}},
     {.name = "launcher out of retries: Failed with the Job's reason",
      .replicas = 1, .status = STATUS_RUNNING, .have = ALL_OBJECTS, .workers = {W(0, "Running", true)},
      .launcher_status = BACKOFF,
@@ -438,12 +477,12 @@ static const struct plan_case cases[] = {
     {.name = "launcher out of retries while a worker is being evicted: the eviction is the job's reason",
      .replicas = 2, .status = STATUS_RUNNING, .have = ALL_OBJECTS,
      .workers = {W(0, "Running", true), W(1, "Evicting", false)}, .launcher_status = BACKOFF_AT("2027-01-15T07:59:59Z"),
-     .expect = {"write status", "event Warning MPIJobFailed", "delete Pod pi-worker-0", "delete Pod pi-worker-1"},
+     .expect = {"write status", "event Warning MPIJobFailed", CLEANED_ALL_RUNNING},
      .conditions = "Created=True/MPIJobCreated Running=False/MPIJobRunning Failed=True/MPIJobEvicted"},
     {.name = "launcher out of retries 5 s ago, no worker failed: Failed with the Job's reason",
      .replicas = 2, .status = STATUS_RUNNING, .have = ALL_OBJECTS, .workers = RUNNING_WORKERS,
      .launcher_status = BACKOFF_AT("2027-01-15T07:59:55Z"),
-     .expect = {"write status", "event Warning MPIJobFailed", "delete Pod pi-worker-0", "delete Pod pi-worker-1"},
+     .expect = {"write status", "event Warning MPIJobFailed", CLEANED_ALL_RUNNING},
      .conditions = "Created=True/MPIJobCreated Running=False/MPIJobRunning Failed=True/BackoffLimitExceeded"},
     {.name = "a finished job's workers are counted as they now are",
      .replicas = 2, .status = SUCCEEDED_LONG_AGO, .have = ALL_OBJECTS,
@@ -477,8 +516,8 @@ static const struct plan_case cases[] = {
     {.name = "suspend: Running False, workers deleted, the launcher Job suspended",
      .replicas = 2, .run_policy = "\"suspend\":true", .status = STATUS_RUNNING, .have = ALL_OBJECTS,
      .workers = RUNNING_WORKERS, .launcher_pods = LAUNCHER_RUNNING,
-     .expect = {"write status", "event Normal MPIJobSuspended", "replace ConfigMap pi-config", "delete Pod pi-worker-0",
-                "delete Pod pi-worker-1", "patch Job pi-launcher spec"},
+     .expect = {"write status", "event Normal MPIJobSuspended", "replace ConfigMap pi-config", CLEANED_ALL,
+                "patch Job pi-launcher spec"},
      .conditions = "Created=True/MPIJobCreated Suspended=True/MPIJobSuspended Running=False/MPIJobSuspended"},
     {.name = "resume: workers again, startTime cleared through /status, then unsuspended",
      .replicas = 2,
