@@ -27,6 +27,8 @@ const struct kube_resource KUBE_JOBS = {"batch", "v1", "jobs", "Job", true};
 #define DEFAULT_MAX_BODY (64u << 20)
 #define DEFAULT_MAX_WATCH_LINE (16u << 20)
 #define MAX_ERROR_BODY (1u << 20)
+/* Idle connections kept for reuse (the share's cache also holds the watches', in use). */
+#define MAX_CACHED_CONNECTIONS 64
 /* A server's Retry-After is honoured up to this long (kube_client_options.retry_after_max_ms).
  * kube-apiserver asks for 1 s (max-in-flight, priority and fairness); a longer wait comes from
  * a proxy or a confused server, and a controller that sleeps on it holds a worker (and would
@@ -54,7 +56,7 @@ struct kube_client {
     atomic_bool shut_down;
     pthread_mutex_t wait_lock;
     pthread_cond_t wait_cond; /* on CLOCK_MONOTONIC */
-    atomic_ullong requests, retries, throttled_ms, token_reloads;
+    atomic_ullong requests, retries, throttled_ms, token_reloads, connections;
     /* The server's back-pressure: after a 429, no request of this client starts before the time
      * its Retry-After named (monotonic ms), as APF asks of a client that is over its share. */
     atomic_uint_fast64_t paused_until_ms;
@@ -277,6 +279,7 @@ const struct kube_client_options *kube_client_options(struct kube_client *c) { r
 void kube_client_stats(struct kube_client *c, struct kube_client_stats *out)
 {
     out->requests = c->requests;
+    out->connections = c->connections;
     out->retries = c->retries;
     out->throttled_ms = c->throttled_ms;
     out->token_reloads = c->token_reloads;
@@ -492,19 +495,28 @@ static int on_progress(void *userdata, curl_off_t dltotal, curl_off_t dlnow, cur
     return canceled(ex->client, ex->cancel) ? 1 : 0;
 }
 
-/* Runs a transfer on its own multi handle, so that kube_cancel_fire can wake its poll and end
- * it at once instead of waiting for curl's next progress callback. */
-static CURLcode perform_cancellable(struct kube_client *c, CURL *h, struct kube_cancel *cancel)
+/* Runs a transfer on its own multi handle, so that kube_cancel_fire (cancel may be NULL) can
+ * wake its poll and end it at once instead of waiting for curl's next progress callback.
+ *
+ * The connections live in the client's share, but when a transfer ends the cache keeps only as
+ * many as its multi handle allows, 4 per transfer by default, closing the oldest idle one: with
+ * the watches' connections in the cache that was the one just used, and every request paid a
+ * new TCP and TLS handshake (curl_easy_perform's own multi handle has the same limit). */
+static CURLcode perform_transfer(struct kube_client *c, CURL *h, struct kube_cancel *cancel)
 {
     CURLM *m = curl_multi_init();
     if (!m)
         return CURLE_OUT_OF_MEMORY;
+    curl_multi_setopt(m, CURLMOPT_MAXCONNECTS, (long)MAX_CACHED_CONNECTIONS);
     curl_multi_add_handle(m, h);
-    pthread_mutex_lock(&cancel->lock);
-    bool fired = canceled(c, cancel);
-    if (!fired)
-        cancel->multi = m;
-    pthread_mutex_unlock(&cancel->lock);
+    bool fired = false;
+    if (cancel) {
+        pthread_mutex_lock(&cancel->lock);
+        fired = canceled(c, cancel);
+        if (!fired)
+            cancel->multi = m;
+        pthread_mutex_unlock(&cancel->lock);
+    }
     CURLcode res = fired ? CURLE_ABORTED_BY_CALLBACK : CURLE_OK;
     while (!fired) {
         int running = 0;
@@ -527,9 +539,11 @@ static CURLcode perform_cancellable(struct kube_client *c, CURL *h, struct kube_
         /* kube_cancel_fire wakes the poll; kube_client_shutdown is seen within a second. */
         curl_multi_poll(m, NULL, 0, 1000, NULL);
     }
-    pthread_mutex_lock(&cancel->lock);
-    cancel->multi = NULL;
-    pthread_mutex_unlock(&cancel->lock);
+    if (cancel) {
+        pthread_mutex_lock(&cancel->lock);
+        cancel->multi = NULL;
+        pthread_mutex_unlock(&cancel->lock);
+    }
     curl_multi_remove_handle(m, h);
     curl_multi_cleanup(m);
     return res;
@@ -639,9 +653,12 @@ static int perform(struct kube_client *c, const char *method, const char *url,
     }
 
     c->requests++;
-    CURLcode res = ex->cancel ? perform_cancellable(c, h, ex->cancel) : curl_easy_perform(h);
+    CURLcode res = perform_transfer(c, h, ex->cancel);
     *http_code = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, http_code);
+    long connects = 0;
+    if (curl_easy_getinfo(h, CURLINFO_NUM_CONNECTS, &connects) == CURLE_OK && connects > 0)
+        c->connections += (unsigned long long)connects;
     if (res != CURLE_OK) {
         if (ex->too_big)
             rc = KUBE_ETOOBIG;

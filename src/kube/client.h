@@ -69,6 +69,7 @@ struct kube_config *kube_client_config(struct kube_client *c);
 /* Statistics, for metrics and tests. */
 struct kube_client_stats {
     uint64_t requests;      /* HTTP requests sent, retries included */
+    uint64_t connections;   /* new connections those made (the rest reused one) */
     uint64_t retries;
     uint64_t throttled_ms;  /* time spent waiting in the client-side limiter */
     uint64_t token_reloads;

@@ -39,7 +39,8 @@ KUBEBUILDER_ASSETS, it prints why it is skipped and exits 0.
 
 Environment: BENCH_ROUNDS (3), BENCH_SIZES ("8 64 512"), BENCH_LIFE_SIZES ("8 64"), BENCH_PEER_JOBS
 (1000), BENCH_QUIET_S
-(60), BENCH_PEER_PARTS ("create life sync failure"), BENCH_PEER_KEEP=1 keeps the state directory
+(60), BENCH_PEER_PARTS ("create life sync failure"), BENCH_PEER_OPERATORS ("ours reference": one of
+them alone prints its own figures, no ratios), BENCH_PEER_KEEP=1 keeps the state directory
 (logs of the control plane and of both operators, the audit log).
 """
 
@@ -370,8 +371,9 @@ def expected_objects(ns, name, workers):
 
 
 class Bench:
-    def __init__(self, state, ref_bin):
+    def __init__(self, state, ref_bin, chosen=(OURS, REF)):
         self.state = state
+        self.chosen = chosen
         with open(os.path.join(state, "kubeconfig")) as f:
             kc = f.read()
         port = int(open(os.path.join(state, "port")).read())
@@ -537,7 +539,7 @@ class Bench:
             if not create and workers not in results["life"]:
                 continue
             order = (OURS, REF) if i % 2 == 0 else (REF, OURS)
-            for key in order:
+            for key in [k for k in order if k in self.chosen]:
                 op = self.ops[key]
                 op.start()
                 try:
@@ -560,7 +562,7 @@ class Bench:
 
     # 3 ----------------------------------------------------------------------------------------
     def part_sync(self, jobs, quiet_s, results, order):
-        for key in order:
+        for key in [k for k in order if k in self.chosen]:
             op = self.ops[key]
             ns = self.namespace("peer-sync-%s" % ("o" if key == OURS else "r"))
             t = time.monotonic()
@@ -655,7 +657,7 @@ class Bench:
         return secs, what
 
     def part_failure(self, rounds, results, order):
-        for key in order:
+        for key in [k for k in order if k in self.chosen]:
             op = self.ops[key]
             op.start()
             try:
@@ -804,6 +806,7 @@ def main():
     jobs = env_int("BENCH_PEER_JOBS", 1000)
     quiet_s = env_int("BENCH_QUIET_S", 60)
     parts = os.environ.get("BENCH_PEER_PARTS", "create life sync failure").split()
+    chosen = [k for k in (OURS, REF) if k in os.environ.get("BENCH_PEER_OPERATORS", "ours reference").split()]
 
     state = tempfile.mkdtemp(prefix="bench-peer-")
     argv = [sys.executable, os.path.join(ROOT, "tests", "apiserver", "launch.py"), "--state-dir", state,
@@ -812,7 +815,7 @@ def main():
     if subprocess.run(argv, stdout=subprocess.DEVNULL).returncode != 0:
         say("bench_peer: the control plane did not start (logs in %s)" % state)
         return 1
-    bench = Bench(state, ref_bin)
+    bench = Bench(state, ref_bin, chosen)
     status = 0
 
     def on_signal(signum, frame):

@@ -227,6 +227,63 @@ Test(client, delete_with_preconditions)
     kube_client_free(c);
 }
 
+/* Requests reuse the client's connections, also while watches hold some of theirs: curl's
+ * cache, sized by each transfer's multi handle, once closed the connection just used whenever
+ * more than 4 were open, and every request paid a new TCP and TLS handshake. */
+
+static int ignore_event(void *ctx, enum kube_watch_type type, cJSON *object) { return 0; }
+
+struct held_watch {
+    struct kube_client *c;
+    struct kube_cancel *cancel;
+};
+
+static void *hold_watch(void *arg)
+{
+    struct held_watch *w = arg;
+    struct kube_watch_opts opts = {.timeout_s = 60, .cancel = w->cancel};
+    kube_watch(w->c, &KUBE_PODS, "default", &opts, ignore_event, NULL, NULL);
+    return NULL;
+}
+
+Test(client, requests_reuse_connections_while_watches_are_open)
+{
+    struct kube_client *c = client_with(NULL);
+    enum { WATCHES = 6, REQUESTS = 40 };
+    pthread_t threads[WATCHES];
+    struct held_watch held[WATCHES];
+    struct kube_client_stats before, after;
+    kube_client_stats(c, &before);
+    for (int i = 0; i < WATCHES; i++) {
+        held[i] = (struct held_watch){.c = c, .cancel = kube_cancel_new()};
+        cr_assert_not_null(held[i].cancel);
+        cr_assert_eq(pthread_create(&threads[i], NULL, hold_watch, &held[i]), 0);
+    }
+    /* every watch has its connection before the GETs start */
+    for (uint64_t end = clock_now_ms() + test_ms(WAIT_MS);; clock_sleep_ms(20)) {
+        kube_client_stats(c, &after);
+        cr_assert_lt(clock_now_ms(), end, "only %llu of %d watches started",
+                     (unsigned long long)(after.requests - before.requests), WATCHES);
+        if (after.requests - before.requests >= WATCHES)
+            break;
+    }
+    clock_sleep_ms(300);
+    struct kube_status st = {.retry_after_s = -1};
+    kube_client_stats(c, &before);
+    for (int i = 0; i < REQUESTS; i++)
+        cr_assert_eq(kube_get(c, &KUBE_NAMESPACES, NULL, "default", NULL, &st), 0, "%s", st.message);
+    kube_client_stats(c, &after);
+    for (int i = 0; i < WATCHES; i++) {
+        kube_cancel_fire(held[i].cancel);
+        pthread_join(threads[i], NULL);
+        kube_cancel_free(held[i].cancel);
+    }
+    unsigned long long made = after.connections - before.connections;
+    cr_assert_leq(made, 2, "%d GETs made %llu new connections (watches open: %d)", REQUESTS, made, WATCHES);
+    kube_status_clear(&st);
+    kube_client_free(c);
+}
+
 /* One DELETE on a collection, as the controller cleans up and suspends a job's workers: what the
  * label and field selectors select goes, the rest stays; never an unselected collection. */
 Test(client, delete_collection_by_label_and_field_selectors)
