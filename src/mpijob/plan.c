@@ -8,6 +8,7 @@
 #include "mpijob/hostfile.h"
 #include "mpijob/sshkeys.h"
 #include "mpijob/status.h"
+#include "util/buf.h"
 #include "util/clock.h"
 #include "util/json.h"
 
@@ -122,23 +123,19 @@ static struct action *delete(struct planner *pl, struct list *l, const struct ku
 static char *worker_selector(struct planner *pl, cJSON **labels)
 {
     *labels = build_labels(pl->job, pl->in->options, ROLE_NAME_WORKER, -1);
-    size_t len = 1;
+    struct buf sel;
+    buf_init(&sel, 0);
+    int rc = *labels ? 0 : -1;
     const cJSON *l;
     cJSON_ArrayForEach(l, *labels) {
-        if (!cJSON_IsString(l))
-            return NULL;
-        len += strlen(l->string) + strlen(l->valuestring) + 2;
+        if (rc == 0)
+            rc = cJSON_IsString(l) ? buf_printf(&sel, "%s%s=%s", sel.len ? "," : "", l->string, l->valuestring) : -1;
     }
-    char *sel = *labels ? calloc(1, len) : NULL;
-    const cJSON *all = sel ? *labels : NULL;
-    cJSON_ArrayForEach(l, all) {
-        if (sel[0])
-            strcat(sel, ",");
-        strcat(sel, l->string);
-        strcat(sel, "=");
-        strcat(sel, l->valuestring);
+    if (rc < 0 || !sel.data) {
+        buf_free(&sel);
+        return NULL;
     }
-    return sel;
+    return buf_steal(&sel);
 }
 
 static bool has_labels(const struct kube_object *o, const cJSON *labels)

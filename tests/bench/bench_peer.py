@@ -694,27 +694,22 @@ def report(results, sizes, jobs, quiet_s):
                          ratio(mo, mr), "<= 0.2" if w >= 64 else ""))
             say("RESULT create workers=%d ours_s=%.3f reference_s=%.3f ratio=%s ours_rounds=%s reference_rounds=%s"
                 % (w, mo, mr, ratio(mo, mr), ",".join("%.3f" % x for x in o), ",".join("%.3f" % x for x in r)))
-    for w in sizes:
-        o, r = results["requests"][w][OURS], results["requests"][w][REF]
-        if o and r:
+    def request_rows(key, label, target):
+        for w in sorted(results[key]):
+            o, r = results[key][w][OURS], results[key][w][REF]
+            if not (o and r):
+                continue
             co, cr = sum(o, Counter()), sum(r, Counter())
             no, nr = sum(co.values()) / len(o), sum(cr.values()) / len(r)
-            rows.append(("API requests per job, %d workers, creation only" % w,
+            rows.append(("API requests per job, %d workers, %s" % (w, label),
                          "%s (%s)" % (fmt_num(no), verbs_text(co, len(o))),
-                         "%s (%s)" % (fmt_num(nr), verbs_text(cr, len(r))), ratio(no, nr), ""))
-            say("RESULT requests workers=%d ours=%s reference=%s ratio=%s ours_by_verb={%s} reference_by_verb={%s}"
-                % (w, fmt_num(no), fmt_num(nr), ratio(no, nr), verbs_text(co, len(o)), verbs_text(cr, len(r))))
-    for w in sorted(results["life"]):
-        o, r = results["life"][w][OURS], results["life"][w][REF]
-        if o and r:
-            co, cr = sum(o, Counter()), sum(r, Counter())
-            no, nr = sum(co.values()) / len(o), sum(cr.values()) / len(r)
-            rows.append(("API requests per job, %d workers, created to Succeeded" % w,
-                         "%s (%s)" % (fmt_num(no), verbs_text(co, len(o))),
-                         "%s (%s)" % (fmt_num(nr), verbs_text(cr, len(r))), ratio(no, nr), "<= 0.8"))
-            say("RESULT life_requests workers=%d ours=%s reference=%s ratio=%s ours_by_verb={%s} "
-                "reference_by_verb={%s}" % (w, fmt_num(no), fmt_num(nr), ratio(no, nr), verbs_text(co, len(o)),
-                                             verbs_text(cr, len(r))))
+                         "%s (%s)" % (fmt_num(nr), verbs_text(cr, len(r))), ratio(no, nr), target))
+            say("RESULT %s workers=%d ours=%s reference=%s ratio=%s ours_by_verb={%s} reference_by_verb={%s}"
+                % ("requests" if key == "requests" else "life_requests", w, fmt_num(no), fmt_num(nr),
+                   ratio(no, nr), verbs_text(co, len(o)), verbs_text(cr, len(r))))
+
+    request_rows("requests", "creation only", "")
+    request_rows("life", "created to Succeeded", "<= 0.8")
     s = results["sync"]
     if OURS in s and REF in s:
         o, r = s[OURS], s[REF]
