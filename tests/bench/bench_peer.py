@@ -24,9 +24,12 @@ Measures, each printed for both operators with their ratio (ours / reference):
     alone is one request per object for both; the whole life is the figure per job;
  3. sync: BENCH_PEER_JOBS (default 1000) suspended MPIJobs of 8 workers are created while no
     operator runs; the operator then starts, and once every one shows Suspended=True: its resident
-    memory (VmRSS) and CPU seconds (user+system since its start), and again after a quiet minute
-    (BENCH_QUIET_S, default 60) in which nothing changes: CPU seconds in that minute, and the
-    writes it made then (its Lease's renewals counted apart);
+    memory (VmRSS) and CPU seconds (user+system since its start). Then the cluster settles:
+    kube-controller-manager's Job controller writes the Suspended condition of every launcher
+    Job, and nothing in the namespace changes for 5 s (the time and the operator's CPU seconds
+    and requests meanwhile, Lease renewals apart, are printed). Then a quiet minute (BENCH_QUIET_S, default 60) in which
+    nothing changes: resident memory, CPU seconds in that minute, and the writes it made then
+    (its Lease's renewals counted apart);
  4. failure: a job of 8 workers; worker 0 is marked Failed (reason Evicted, as a kubelet's
     eviction leaves it); the time from that status write until the operator's answer, whichever
     its policy gives: a new worker 0 (a new UID under the same name) or the MPIJob's Failed
@@ -144,11 +147,20 @@ class Book:
         self.gone = set()      # (kind, ns, name, uid) of objects deleted
         self.mpijobs = {}      # (ns, name) -> object
         self.suspended = {}    # ns -> set of names
+        self.jobs_suspended = {}  # ns -> set of names of batch Jobs that show Suspended=True
+        self.last_event = {}   # ns -> monotonic time of the latest event on anything in it
 
     def record(self, kind, etype, obj, t):
         meta = obj.get("metadata") or {}
         ns, name, uid = meta.get("namespace", ""), meta.get("name", ""), meta.get("uid", "")
         with self.cv:
+            self.last_event[ns] = t
+            if kind == "jobs":
+                names = self.jobs_suspended.setdefault(ns, set())
+                if etype != "DELETED" and condition(obj, "Suspended") == "True":
+                    names.add(name)
+                else:
+                    names.discard(name)
             if etype in ("ADDED", "MODIFIED", "LISTED"):
                 self.first.setdefault((kind, ns, name), {}).setdefault(uid, t)
             elif etype == "DELETED":
@@ -590,11 +602,29 @@ class Bench:
                         raise RuntimeError("%s: stuck at %d of %d synced for 600 s" % (key, last[0], jobs))
                 sync_s = time.monotonic() - op.started
                 rss1, cpu1 = op.rss_mib(), op.cpu_s()
+                # The cluster settles: kube-controller-manager's Job controller writes the
+                # Suspended condition of every launcher Job, and nothing in the namespace has
+                # changed for SETTLE_S. The quiet minute starts then, for both operators alike.
+                t_synced, wall_synced = time.monotonic(), time.time()
+
+                def settled():
+                    done = len(book.jobs_suspended.get(ns, ())) >= jobs
+                    return done and time.monotonic() - book.last_event.get(ns, 0) >= SETTLE_S
+
+                while not book.wait(settled, 30):
+                    op.check()
+                    say("    %s: %d of %d launcher Jobs Suspended, %.0f s after synced"
+                        % (key, len(book.jobs_suspended.get(ns, ())), jobs, time.monotonic() - t_synced))
+                    if time.monotonic() - t_synced > 900:
+                        raise RuntimeError("%s: the cluster did not settle in 900 s" % key)
+                settle_s = time.monotonic() - t_synced
+                cpu_settled = op.cpu_s()
                 quiet_from = time.time()
                 time.sleep(quiet_s)
                 op.check()
                 rss2, cpu2 = op.rss_mib(), op.cpu_s()
                 quiet_to = time.time()
+                settle_reqs = [e for e in self.audit.select(USERS[key], wall_synced, quiet_from) if e[3] != "leases"]
             finally:
                 op.stop()
             user = USERS[key]
@@ -603,14 +633,17 @@ class Bench:
             writes = [e for e in quiet if e[2] in WRITE_VERBS]
             lease = [e for e in writes if e[3] == "leases"]
             other = [e for e in writes if e[3] != "leases"]
-            res = dict(sync_s=sync_s, rss_synced=rss1, cpu_synced=cpu1, rss_quiet=rss2, cpu_quiet=cpu2 - cpu1,
+            res = dict(sync_s=sync_s, rss_synced=rss1, cpu_synced=cpu1, rss_quiet=rss2, cpu_quiet=cpu2 - cpu_settled,
+                       settle_s=settle_s, cpu_settle=cpu_settled - cpu1, settle_requests=by_verb(settle_reqs),
                        requests=by_verb(sync_reqs), writes=len(other), lease_writes=len(lease),
                        writes_by=Counter("%s %s" % (e[2], e[3]) for e in other),
                        quiet_requests=by_verb(quiet))
             results["sync"][key] = res
-            say("  sync %-9s: all %d synced %.1f s after start; RSS %.1f MiB, CPU %.2f s; after %d s quiet: "
+            say("  sync %-9s: all %d synced %.1f s after start; RSS %.1f MiB, CPU %.2f s; settled %.1f s later, "
+                "CPU %.2f s and %d requests (%s; Lease renewals apart) meanwhile; after %d s quiet: "
                 "RSS %.1f MiB, CPU %.2f s in it, %d writes (%s) + %d Lease renewals; requests while syncing: %d (%s)"
-                % (key, jobs, sync_s, rss1, cpu1, quiet_s, rss2, cpu2 - cpu1, len(other),
+                % (key, jobs, sync_s, rss1, cpu1, settle_s, res["cpu_settle"], sum(res["settle_requests"].values()),
+                   verbs_text(res["settle_requests"]), quiet_s, rss2, res["cpu_quiet"], len(other),
                    verbs_text(res["writes_by"]), len(lease), sum(res["requests"].values()),
                    verbs_text(res["requests"])))
             self.drop(ns)
@@ -724,6 +757,9 @@ def report(results, sizes, jobs, quiet_s):
              ratio(o["rss_synced"], r["rss_synced"]), "<= 0.3"),
             ("CPU seconds, start to synced", "%.2f s" % o["cpu_synced"], "%.2f s" % r["cpu_synced"],
              ratio(o["cpu_synced"], r["cpu_synced"]), "<= 0.5"),
+            ("synced to settled (launcher Jobs Suspended, %d s without events): time, CPU" % SETTLE_S,
+             "%.1f s, %.2f s" % (o["settle_s"], o["cpu_settle"]), "%.1f s, %.2f s" % (r["settle_s"], r["cpu_settle"]),
+             "", ""),
             ("RSS after the quiet %d s" % quiet_s, "%.1f MiB" % o["rss_quiet"], "%.1f MiB" % r["rss_quiet"],
              ratio(o["rss_quiet"], r["rss_quiet"]), "<= 0.3"),
             ("CPU seconds in the quiet %d s" % quiet_s, "%.2f s" % o["cpu_quiet"], "%.2f s" % r["cpu_quiet"],
@@ -735,9 +771,10 @@ def report(results, sizes, jobs, quiet_s):
         for key in (OURS, REF):
             x = s[key]
             say("RESULT sync %s jobs=%d sync_s=%.1f rss_mib=%.1f cpu_s=%.2f quiet_rss_mib=%.1f quiet_cpu_s=%.2f "
-                "quiet_writes=%d quiet_lease_writes=%d requests=%d" % (
+                "quiet_writes=%d quiet_lease_writes=%d requests=%d settle_s=%.1f settle_cpu_s=%.2f settle_requests=%d" % (
                     key, jobs, x["sync_s"], x["rss_synced"], x["cpu_synced"], x["rss_quiet"], x["cpu_quiet"],
-                    x["writes"], x["lease_writes"], sum(x["requests"].values())))
+                    x["writes"], x["lease_writes"], sum(x["requests"].values()), x["settle_s"], x["cpu_settle"],
+                    sum(x["settle_requests"].values())))
     f = results["failure"]
     if f[OURS] and f[REF]:
         def med(lst):
