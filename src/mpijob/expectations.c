@@ -13,6 +13,7 @@ struct expectations {
     pthread_mutex_t lock;
     struct strmap *created; /* "plural/ns/name" -> (uintptr_t) monotonic ms of the creation */
     struct strmap *counted; /* pod uid -> (uintptr_t) monotonic ms it was counted */
+    struct strmap *deleted; /* pod uid -> (uintptr_t) monotonic ms the server accepted its deletion */
     struct strmap *written; /* "ns/name" -> struct superseded */
     struct strmap *refused; /* "ns/name" -> struct refusal */
     struct strmap *logs_read; /* "ns/name" -> uid of the launcher pod whose log was read last */
@@ -34,12 +35,13 @@ struct expectations *expectations_new(void)
     pthread_mutex_init(&e->lock, NULL);
     e->created = strmap_new(NULL);
     e->counted = strmap_new(NULL);
+    e->deleted = strmap_new(NULL);
     e->written = strmap_new(free);
     e->refused = strmap_new(free);
     e->logs_read = strmap_new(free);
     e->swept_at = clock_now_ms();
     e->ttl_ms = EXPECTATION_TTL_MS;
-    if (!e->created || !e->counted || !e->written || !e->refused || !e->logs_read) {
+    if (!e->created || !e->counted || !e->deleted || !e->written || !e->refused || !e->logs_read) {
         expectations_free(e);
         return NULL;
     }
@@ -52,6 +54,7 @@ void expectations_free(struct expectations *e)
         return;
     strmap_free(e->created);
     strmap_free(e->counted);
+    strmap_free(e->deleted);
     strmap_free(e->written);
     strmap_free(e->refused);
     strmap_free(e->logs_read);
@@ -88,6 +91,7 @@ static void sweep(struct expectations *e, uint64_t now)
     e->swept_at = now;
     sweep_map(e->created, now, e->ttl_ms, false);
     sweep_map(e->counted, now, e->ttl_ms, false);
+    sweep_map(e->deleted, now, e->ttl_ms, false);
     sweep_map(e->written, now, e->ttl_ms, true);
 }
 
@@ -187,6 +191,17 @@ bool expect_failure_is_counted(struct expectations *e, const char *uid)
     return e && uid && fresh(e, e->counted, uid);
 }
 
+void expect_deleted(struct expectations *e, const char *uid)
+{
+    if (e && uid && *uid)
+        stamp(e, e->deleted, uid);
+}
+
+bool expect_deletion_pending(struct expectations *e, const char *uid)
+{
+    return e && uid && fresh(e, e->deleted, uid);
+}
+
 void expect_refused(struct expectations *e, const char *job_key, const char *kind, const char *name,
                     const char *message)
 {
@@ -281,8 +296,8 @@ size_t expectations_size(struct expectations *e)
     if (!e)
         return 0;
     pthread_mutex_lock(&e->lock);
-    size_t n = strmap_size(e->created) + strmap_size(e->counted) + strmap_size(e->written) +
-               strmap_size(e->refused) + strmap_size(e->logs_read);
+    size_t n = strmap_size(e->created) + strmap_size(e->counted) + strmap_size(e->deleted) +
+               strmap_size(e->written) + strmap_size(e->refused) + strmap_size(e->logs_read);
     pthread_mutex_unlock(&e->lock);
     return n;
 }

@@ -5,6 +5,9 @@
  *  - The resourceVersion an MPIJob had when the controller wrote its status: while the cache
  *    still shows that version, a reconcile would work from the old status and its write would be
  *    refused with a Conflict; the write's own watch event brings the key back.
+ *  - Pods whose deletion the API server accepted (by uid) while the cache may still show them
+ *    as they were: until it shows them being deleted or gone, they are not counted as workers
+ *    of the job (a resume right after a suspend must not find the old workers Ready).
  *  - Failed workers whose replacement is already counted in status (by uid), so that a deletion
  *    retried after an error does not count them twice.
  *  - The latest refusal of a create or update by the API server, per job, so that the next
@@ -41,6 +44,11 @@ void expect_seen(struct expectations *e, const struct kube_resource *res, const 
 void expect_status_written(struct expectations *e, const char *key, const char *old_rv);
 /* True while the cache shows the MPIJob as it was before our last status write. */
 bool expect_status_behind(struct expectations *e, const char *key, const char *rv);
+
+/* The server accepted the deletion of the object with this uid. */
+void expect_deleted(struct expectations *e, const char *uid);
+/* True for EXPECTATION_TTL_MS after expect_deleted(uid): the cache's copy may predate it. */
+bool expect_deletion_pending(struct expectations *e, const char *uid);
 
 void expect_failure_counted(struct expectations *e, const char *uid);
 bool expect_failure_is_counted(struct expectations *e, const char *uid);

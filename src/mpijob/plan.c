@@ -241,6 +241,20 @@ static bool owned(const struct planner *pl, const struct kube_object *o)
     return o && o->owner_uid && strcmp(o->owner_uid, pl->job->uid) == 0;
 }
 
+/* A pod on its way out: being deleted, or its deletion accepted by the server and not yet in the
+ * cache. It belongs to no run of the job any more, this one or the next: it counts nowhere (not
+ * active, not Ready), is in no hostfile, and is not deleted again. Only the eviction it may be
+ * undergoing (DisruptionTarget) is still read from it. */
+static bool leaving(const struct kube_object *o, bool going)
+{
+    return o && (o->deleting || going);
+}
+
+static bool owned_pod_leaving(const struct planner *pl, size_t i)
+{
+    return leaving(pl->in->owned_pods[i], pl->in->owned_going && pl->in->owned_going[i]);
+}
+
 /* Seconds since the RFC 3339 time in status field `name`, or -1 when unset or unreadable. */
 static long long seconds_since(const struct planner *pl, const char *name)
 {
@@ -293,7 +307,7 @@ static void clean_pods(struct planner *pl)
     size_t n = 0;
     for (size_t i = 0; i < pl->in->n_owned_pods; i++) {
         const struct kube_object *o = pl->in->owned_pods[i];
-        if (o->deleting)
+        if (owned_pod_leaving(pl, i))
             continue;
         cJSON *pod = kube_object_parse(o);
         enum pod_state s = pod ? pod_state_of(pod) : POD_UNKNOWN;
@@ -388,7 +402,7 @@ static void plan_finished(struct planner *pl)
     struct replica_counts wc = {0};
     for (int i = 0; i < job->worker.replicas; i++) {
         const struct kube_object *o = pl->in->workers[i].obj;
-        if (owned(pl, o) && !o->deleting) {
+        if (owned(pl, o) && !leaving(o, pl->in->workers[i].going)) {
             cJSON *pod = kube_object_parse(o);
             count_pod(&wc, pod);
             cJSON_Delete(pod);
@@ -553,19 +567,23 @@ static void scan_workers(struct planner *pl, struct workers_seen *w)
     pl->all_ready = workers > 0;
     for (int i = 0; i < workers; i++) {
         const struct kube_object *o = pl->in->workers[i].obj;
-        if (!o)
+        /* Of the current run: a worker still Ready while it is deleted (a suspend's, a resume
+         * that came before the old workers were gone) is not one the launcher may wait for. */
+        bool current = o && !leaving(o, pl->in->workers[i].going);
+        if (!current)
             pl->all_ready = false;
         if (!owned(pl, o))
             continue;
         cJSON *pod = kube_object_parse(o);
-        enum pod_state state = count_pod(&w->counts, pod);
-        note_stuck(w, o, pod);
+        enum pod_state state = current ? count_pod(&w->counts, pod) : pod ? pod_state_of(pod) : POD_UNKNOWN;
+        if (current)
+            note_stuck(w, o, pod);
         if (!w->disrupted_pod[0] && state != POD_FAILED &&
             disruption_of(pod, w->disrupted_message, sizeof(w->disrupted_message)))
             snprintf(w->disrupted_pod, sizeof(w->disrupted_pod), "%s", o->name);
-        if (state == POD_RUNNING)
+        if (state == POD_RUNNING && current)
             w->running[w->n_running++] = o->name;
-        else if ((state == POD_FAILED || state == POD_SUCCEEDED) && !job->run_policy.suspend && !o->deleting)
+        else if ((state == POD_FAILED || state == POD_SUCCEEDED) && !job->run_policy.suspend && current)
             replace_failed_worker(pl, i, pod, state); /* a worker serves until the job ends: one that ended failed */
         cJSON_Delete(pod);
     }
@@ -616,11 +634,12 @@ static bool scan_launcher_pods(struct planner *pl, struct workers_seen *w, struc
     for (size_t i = 0; i < pl->in->n_launcher_pods; i++) {
         const struct kube_object *o = pl->in->launcher_pods[i];
         cJSON *p = kube_object_parse(o);
-        count_pod(lc, p);
+        if (!o->deleting) /* one being deleted (by the Job controller: a suspend) runs no more */
+            count_pod(lc, p);
         note_stuck(w, o, p);
         if (p) {
             pod_run_of(p, run);
-            attempt = attempt || run->in_progress;
+            attempt = attempt || (run->in_progress && !o->deleting);
             if (run->failed && (!last->failed || strcmp(run->finished_at, last->finished_at) >= 0)) {
                 *last = *run;
                 snprintf(last_pod, last_pod_len, "%s", o->name);
@@ -891,7 +910,7 @@ static void want_workers(struct planner *pl)
     for (size_t i = 0; going && i < pl->in->n_owned_pods; i++) {
         const struct kube_object *o = pl->in->owned_pods[i];
         long index = hostfile_worker_index(job->name, o->name);
-        if (!o->deleting && (suspended || index >= job->worker.replicas))
+        if (!owned_pod_leaving(pl, i) && (suspended || index >= job->worker.replicas))
             going[n++] = o;
     }
     pl->nomem = pl->nomem || !going;

@@ -38,6 +38,8 @@
 struct plan_object {
     struct kube_object *obj; /* under the job's name, or NULL (borrowed) */
     bool pending;            /* missing, but our creation of it is on its way into the cache */
+    bool going;              /* obj is there, but the server accepted our deletion of it (by uid)
+                                and the cache does not show that yet */
 };
 
 /* What reading an ended launcher pod's log gave (reconcile.c; plan_summary_source says which
@@ -62,6 +64,7 @@ struct plan_input {
     bool *worker_counted;        /* [replicas]: a Failed worker already counted in status */
     struct kube_object **owned_pods; /* every pod the MPIJob controls (workers at any index) */
     size_t n_owned_pods;
+    const bool *owned_going;         /* [n_owned_pods] or NULL: as plan_object.going */
     struct kube_object **launcher_pods; /* the pods the launcher Job controls */
     size_t n_launcher_pods;
     const struct refusal *refusal; /* the standing refusal of this job, or NULL */

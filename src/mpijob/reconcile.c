@@ -108,6 +108,7 @@ static int gather_pods(struct reconcile_ctx *ctx, const struct mpijob *job, stru
         free(name);
         const struct kube_object *o = in->workers[i].obj;
         in->worker_counted[i] = o && o->uid && expect_failure_is_counted(ctx->expect, o->uid);
+        in->workers[i].going = o && !o->deleting && expect_deletion_pending(ctx->expect, o->uid);
     }
     struct kube_object **list = NULL;
     int n = cache_list_by_owner(&ctx->pods, job->namespace, job->uid, &list);
@@ -115,6 +116,12 @@ static int gather_pods(struct reconcile_ctx *ctx, const struct mpijob *job, stru
     in->n_owned_pods = n > 0 ? (size_t)n : 0;
     if (n < 0)
         return n;
+    bool *going = calloc(in->n_owned_pods + 1, sizeof(*going));
+    if (!going)
+        return KUBE_ENOMEM;
+    for (size_t i = 0; i < in->n_owned_pods; i++)
+        going[i] = !list[i]->deleting && expect_deletion_pending(ctx->expect, list[i]->uid);
+    in->owned_going = going;
     if (in->launcher.obj) {
         n = cache_list_by_owner(&ctx->pods, job->namespace, in->launcher.obj->uid, &list);
         in->launcher_pods = list;
@@ -133,6 +140,7 @@ static void snapshot_free(struct snapshot *s)
         kube_object_unref(in->workers[i].obj);
     free(in->workers);
     free(in->worker_counted);
+    free((bool *)in->owned_going);
     kube_object_list_free(in->owned_pods, in->n_owned_pods);
     kube_object_list_free(in->launcher_pods, in->n_launcher_pods);
 }
@@ -233,12 +241,20 @@ static int send(struct executor *ex, const struct action *a, struct kube_status 
         if (a->count_failure)
             expect_failure_counted(ex->ctx->expect, a->uid);
         int rc = kube_delete(c, a->resource, ns, a->name, &opts, NULL, st);
+        if (rc == 0 && a->resource == &KUBE_PODS)
+            expect_deleted(ex->ctx->expect, a->uid);
         /* Gone, or replaced by a newer object of that name (the uid precondition failed). */
         return rc == KUBE_ENOTFOUND || (rc == KUBE_ECONFLICT && a->uid) ? 0 : rc;
     }
     case ACTION_DELETE_COLLECTION: {
         struct kube_delete_opts opts = {.grace_period_s = -1};
-        return kube_delete_collection(c, a->resource, ns, a->selector, a->field_selector, &opts, NULL, st);
+        cJSON *deleted = NULL;
+        int rc = kube_delete_collection(c, a->resource, ns, a->selector, a->field_selector, &opts, &deleted, st);
+        const cJSON *items = rc == 0 ? cJSON_GetObjectItemCaseSensitive(deleted, "items") : NULL, *item;
+        cJSON_ArrayForEach(item, items)
+            expect_deleted(ex->ctx->expect, json_string(item, "metadata.uid"));
+        cJSON_Delete(deleted);
+        return rc;
     }
     default: return KUBE_EINVAL;
     }

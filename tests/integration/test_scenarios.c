@@ -558,6 +558,176 @@ Test(scenarios, wait_for_workers_ready)
     launcher_runs("job", pod, sizeof(pod));
 }
 
+/* ---- WaitForWorkersReady across a suspend ---------------------------------------------------- */
+
+#define HOLD "test.mpijob-operator.io/hold"
+
+/* A finalizer of the test's on a pod (or none): its deletion then waits for the test. */
+static void hold_pod(const char *pod, bool hold)
+{
+    struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE};
+    cr_assert_eq(kube_patch(admin, &KUBE_PODS, NS, pod,
+                            hold ? "{\"metadata\":{\"finalizers\":[\"" HOLD "\"]}}" : "{\"metadata\":{\"finalizers\":null}}",
+                            &po, NULL, NULL),
+                 0, "%s the finalizer of pod %s", hold ? "setting" : "removing", pod);
+}
+
+static bool pod_deleting_check(const char *pod, const void *arg)
+{
+    cJSON *p = get(&KUBE_PODS, pod);
+    bool deleting = json_path(p, "metadata.deletionTimestamp") != NULL;
+    cJSON_Delete(p);
+    return deleting;
+}
+
+static void expect_pod_deleting(const char *pod)
+{
+    expect(pod_deleting_check, pod, NULL, "the pod being deleted (held by the test's finalizer)");
+}
+
+static void uid_of_pod(const char *pod, char *out, size_t len)
+{
+    cJSON *p = get(&KUBE_PODS, pod);
+    const char *uid = json_string(p, "metadata.uid");
+    snprintf(out, len, "%s", uid ? uid : "");
+    cJSON_Delete(p);
+    cr_assert(*out, "pod %s has a uid", pod);
+}
+
+/* The pod exists under a uid other than old_uid, not being deleted: a new worker. */
+static bool new_pod_check(const char *pod, const void *old_uid)
+{
+    cJSON *p = get(&KUBE_PODS, pod);
+    const char *uid = json_string(p, "metadata.uid");
+    bool fresh = uid && strcmp(uid, (const char *)old_uid) != 0 && !json_path(p, "metadata.deletionTimestamp");
+    cJSON_Delete(p);
+    return fresh;
+}
+
+static void expect_new_pod(const char *pod, const char *old_uid)
+{
+    char what[160];
+    snprintf(what, sizeof(what), "a new pod %s (not uid %s)", pod, old_uid);
+    expect(new_pod_check, pod, old_uid, what);
+}
+
+/* discover_hosts.sh in the job's ConfigMap names every one of `hosts` (NULL-ended). */
+static bool discover_hosts_check(const char *name, const void *arg)
+{
+    char cm[128];
+    snprintf(cm, sizeof(cm), "%s-config", name);
+    cJSON *c = get(&KUBE_CONFIGMAPS, cm);
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(json_path(c, "data"), "discover_hosts.sh");
+    const char *script = cJSON_IsString(d) ? d->valuestring : NULL;
+    bool all = script != NULL;
+    for (const char *const *h = arg; all && *h; h++)
+        all = strstr(script, *h) != NULL;
+    cJSON_Delete(c);
+    return all;
+}
+
+static bool observed_generation_check(const char *name, const void *arg)
+{
+    cJSON *job = get(&MPIJOB_RESOURCE_V2BETA1, name);
+    bool seen = json_int(job, "status.observedGeneration", -1) >= *(const long long *)arg;
+    cJSON_Delete(job);
+    return seen;
+}
+
+/* A pass of the operator has run since this call began: the spec's generation moves (a field only
+ * the operator reads, ttlSecondsAfterFinished), and status.observedGeneration follows it, which is
+ * the first write of a pass. Every action of the passes before it is done: a job's passes run one
+ * at a time, in order. */
+static long long ttl_bumps;
+static void expect_a_later_pass(const char *name)
+{
+    char patch[160];
+    snprintf(patch, sizeof(patch), "{\"spec\":{\"runPolicy\":{\"ttlSecondsAfterFinished\":%lld}}}", 3600 + ++ttl_bumps);
+    patch_job(name, patch);
+    cJSON *job = get(&MPIJOB_RESOURCE_V2BETA1, name);
+    long long generation = json_int(job, "metadata.generation", -1);
+    cJSON_Delete(job);
+    cr_assert_gt(generation, 0);
+    expect(observed_generation_check, name, &generation, "status.observedGeneration after the spec changed");
+}
+
+/* The launcher has not started: its Job stays suspended, and no launcher pod runs or waits (on a
+ * real control plane, none made by the Job controller; one being deleted does not count). */
+static void expect_launcher_held(const char *name, const char *when)
+{
+    cr_assert(launcher_suspended(name), "%s: the launcher Job stays suspended; status %s", when, status_text(name));
+    char pod[256];
+    cr_assert(!find_launcher_pod(name, NULL, pod, sizeof(pod)), "%s: launcher pod %s exists; status %s", when, pod,
+              status_text(name));
+}
+
+/* TestMPIJobWaitWorkers with the suspend and resume of SPEC.md: a job of 2 workers under
+ * WaitForWorkersReady runs, is suspended while its workers are held in Terminating (Running and
+ * Ready, a finalizer of the test's on them) and resumed before they are gone. Those workers are
+ * of the earlier run: the launcher waits for the new ones to be Ready, through every step of their
+ * coming, and the Running condition, the counts and discover_hosts.sh leave the old ones out. */
+Test(scenarios, wait_for_workers_ready_after_a_resume)
+{
+    begin(NULL);
+    create_job("job", NULL, "\"launcherCreationPolicy\":\"WaitForWorkersReady\",");
+    expect_workers("job", 2);
+    set_workers("job", "Running", true);
+    expect_objects("job", 2, NULL);
+    char pod[256];
+    launcher_runs("job", pod, sizeof(pod));
+    expect_condition("job", "Running", "True");
+
+    char old0[64], old1[64];
+    uid_of_pod("job-worker-0", old0, sizeof(old0));
+    uid_of_pod("job-worker-1", old1, sizeof(old1));
+    hold_pod("job-worker-0", true);
+    hold_pod("job-worker-1", true);
+    patch_job("job", "{\"spec\":{\"runPolicy\":{\"suspend\":true}}}");
+    expect_condition("job", "Suspended", "True");
+    expect_pod_deleting("job-worker-0");
+    expect_pod_deleting("job-worker-1");
+    expect_launcher_suspended("job", true);
+    if (srv.is_double) /* the Job controller deletes the pods of a suspended Job */
+        cr_assert_eq(kube_delete(admin, &KUBE_PODS, NS, pod, NULL, NULL, NULL), 0);
+    expect_replicas("job", "Worker", 0, 0, 0);
+    expect_ready_workers("job", 0);
+
+    /* Resumed while both old workers are Terminating, Running and Ready. */
+    patch_job("job", "{\"spec\":{\"runPolicy\":{\"suspend\":false}}}");
+    expect_condition("job", "Suspended", "False");
+    expect_a_later_pass("job");
+    expect_launcher_held("job", "resumed, both old workers Terminating and Ready");
+    cr_assert(!has_condition("job", "Running", "True"), "not Running: %s", status_text("job"));
+    expect_ready_workers("job", 0);
+
+    /* One old worker goes; its successor comes and is Ready beside the other old one. */
+    hold_pod("job-worker-0", false);
+    expect_new_pod("job-worker-0", old0);
+    set_pod("job-worker-0", "Running", true);
+    expect_ready_workers("job", 1);
+    expect_a_later_pass("job");
+    expect_launcher_held("job", "one new worker Ready, the other old one Terminating and Ready");
+
+    /* The other goes; its successor is Running but not Ready: discover_hosts.sh lists both new
+     * workers, and the launcher still waits. */
+    hold_pod("job-worker-1", false);
+    expect_new_pod("job-worker-1", old1);
+    set_pod("job-worker-1", "Running", false);
+    static const char *const both[] = {"job-worker-0", "job-worker-1", NULL};
+    expect(discover_hosts_check, "job", both, "discover_hosts.sh listing both new workers");
+    expect_replicas("job", "Worker", 2, 0, 0);
+    expect_a_later_pass("job");
+    expect_launcher_held("job", "both new workers Running, one not Ready");
+
+    /* Both Ready: the launcher starts. */
+    set_pod("job-worker-1", "Running", true);
+    expect_launcher_suspended("job", false);
+    char again[256];
+    launcher_pod("job", pod, again, sizeof(again));
+    set_pod(again, "Running", true);
+    expect_condition("job", "Running", "True");
+}
+
 static bool start_time_check(const char *name, const void *arg)
 {
     cJSON *job = get(&MPIJOB_RESOURCE_V2BETA1, name);

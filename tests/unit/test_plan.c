@@ -31,6 +31,7 @@ struct pod_spec {
     bool deleting;
     bool foreign; /* not controlled by the job */
     bool unlabelled; /* a worker without the labels the builders give (made by someone else) */
+    bool going;      /* its deletion was accepted, and the cache shows it as it was before */
 };
 
 struct plan_case {
@@ -57,6 +58,7 @@ struct plan_case {
     const char *conditions;      /* "Type=Status/Reason ..." of the new status, in order; NULL: unchecked */
     unsigned long long requeue_ms; /* 0: unchecked */
     const char *launcher_counts;   /* status.replicaStatuses.Launcher as compact JSON; NULL: unchecked */
+    const char *worker_counts;     /* status.replicaStatuses.Worker as compact JSON; NULL: unchecked */
     /* The launcher's summary (SPEC.md section 3, status.launcherSummary). */
     const char *transport;       /* spec.networking.transport; NULL: Auto */
     const char *log;             /* the log read from launcher pod pi-launcher-x (summary_parse); NULL: none read */
@@ -75,6 +77,7 @@ struct world {
     struct plan_object workers[6];
     bool counted[6];
     struct kube_object *owned[6], *launcher_pods[3];
+    bool owned_going[6];
     struct refusal refusal;
     struct summary_read summary;
 };
@@ -233,10 +236,14 @@ static void world_init(struct world *w, const struct plan_case *c)
     for (int i = 0; c->workers[i].name; i++) {
         struct kube_object *o = pod(&c->workers[i], "uid-pi");
         int index = atoi(strrchr(c->workers[i].name, '-') + 1);
-        if (index < c->replicas)
+        if (index < c->replicas) {
             w->workers[index].obj = kube_object_ref(o);
-        if (!c->workers[i].foreign)
+            w->workers[index].going = c->workers[i].going;
+        }
+        if (!c->workers[i].foreign) {
+            w->owned_going[in->n_owned_pods] = c->workers[i].going;
             w->owned[in->n_owned_pods++] = kube_object_ref(o);
+        }
         if (index < 6)
             w->counted[index] = c->counted && strcmp(c->counted, c->workers[i].name) == 0;
         kube_object_unref(o);
@@ -244,6 +251,7 @@ static void world_init(struct world *w, const struct plan_case *c)
     for (int i = 0; c->launcher_pods[i].name; i++)
         w->launcher_pods[in->n_launcher_pods++] = pod(&c->launcher_pods[i], "uid-pi-launcher");
     in->owned_pods = w->owned;
+    in->owned_going = w->owned_going;
     in->launcher_pods = w->launcher_pods;
     if (c->refusal) {
         sscanf(c->refusal, "%63s %255s", w->refusal.kind, w->refusal.name);
@@ -339,6 +347,11 @@ static void check(const struct plan_case *c)
         cr_expect_str_eq(got_counts ? got_counts : "(none)", c->launcher_counts, "case %s: Launcher counts", c->name);
         free(got_counts);
     }
+    if (c->worker_counts) {
+        char *got_counts = cJSON_PrintUnformatted(json_path(p.status, "replicaStatuses.Worker"));
+        cr_expect_str_eq(got_counts ? got_counts : "(none)", c->worker_counts, "case %s: Worker counts", c->name);
+        free(got_counts);
+    }
     if (c->summary) {
         char *got_summary = cJSON_PrintUnformatted(json_path(p.status, "launcherSummary"));
         cr_expect_str_eq(got_summary ? got_summary : "(none)", c->summary, "case %s: launcherSummary", c->name);
@@ -370,6 +383,15 @@ static void check(const struct plan_case *c)
     STARTED ",\"completionTime\":\"2027-01-15T07:00:00Z\"}"
 
 #define W(i, phase, ready) {"pi-worker-" #i, phase, ready, false, false}
+/* A worker of an earlier run, Running and Ready while it is deleted; or whose deletion the server
+ * accepted, the cache not showing it yet. */
+#define TERMINATING(i) {"pi-worker-" #i, "Running", true, true, false}
+#define GOING(i) {"pi-worker-" #i, "Running", true, false, false, false, true}
+/* Suspended while it ran: the status a resume starts from. */
+#define SUSPENDED_WAS_RUNNING                                                                                          \
+    "{\"conditions\":[" CREATED ",{\"type\":\"Running\",\"status\":\"False\",\"reason\":\"MPIJobSuspended\",\"message\":"  \
+    "\"MPIJob suspended\"," T0 "},{\"type\":\"Suspended\",\"status\":\"True\",\"reason\":\"MPIJobSuspended\",\"message\":"  \
+    "\"MPIJob suspended\"," T0 "}]}"
 /* A job whose launcher has just succeeded: this plan finishes it (and reads the summary). */
 #define JUST_SUCCEEDED                                                                                                 \
     .replicas = 1, .status = "{\"conditions\":[" CREATED "," RUNNING "]," STARTED "}", .have = ALL_OBJECTS,          \
@@ -531,6 +553,44 @@ static const struct plan_case cases[] = {
      .status = "{\"conditions\":[" CREATED ",{\"type\":\"Suspended\",\"status\":\"True\",\"reason\":\"MPIJobSuspended\",\"message\":\"MPIJob suspended\"," T0 "}]}",
      .have = ALL_OBJECTS, .launcher_suspended = true,
      .expect = {"write status", "event Normal MPIJobResumed", "create Pod pi-worker-0", "create Pod pi-worker-1"}},
+    /* A resume that came before the suspend's workers were gone: the cache still holds them,
+     * Ready, being deleted; the new ones cannot be made under their names yet. They are of the
+     * earlier run: the launcher waits, and they count nowhere. */
+    {.name = "resume under WaitForWorkersReady, the old workers Terminating and Ready: the launcher stays suspended",
+     .replicas = 2, .creation_policy = "WaitForWorkersReady", .status = SUSPENDED_WAS_RUNNING,
+     .have = ALL_OBJECTS, .launcher_suspended = true, .launcher_status = "{\"startTime\":\"2027-01-15T07:00:00Z\"}",
+     .workers = {TERMINATING(0), TERMINATING(1)},
+     .launcher_pods = {{"pi-launcher-x", "Running", true, true, false}},
+     .expect = {"write status", "event Normal MPIJobResumed"},
+     .conditions = "Created=True/MPIJobCreated Running=False/MPIJobSuspended Suspended=False/MPIJobResumed",
+     .worker_counts = "{}", .launcher_counts = "{}"},
+    {.name = "resume under WaitForWorkersReady, the old workers' deletion accepted but not yet seen: the launcher stays suspended",
+     .replicas = 2, .creation_policy = "WaitForWorkersReady", .status = SUSPENDED_WAS_RUNNING,
+     .have = ALL_OBJECTS, .launcher_suspended = true,
+     .workers = {GOING(0), GOING(1)},
+     .expect = {"write status", "event Normal MPIJobResumed"}, .worker_counts = "{}"},
+    {.name = "resume under WaitForWorkersReady, one new worker Ready beside an old one Terminating: still waiting",
+     .replicas = 2, .creation_policy = "WaitForWorkersReady", .status = "{\"conditions\":[" CREATED "]," STARTED "}",
+     .have = ALL_OBJECTS, .launcher_suspended = true,
+     .workers = {W(0, "Running", true), TERMINATING(1)},
+     .expect = {"write status", "replace ConfigMap pi-config"},
+     .worker_counts = "{\"active\":1,\"ready\":1}"},
+    {.name = "resumed, new workers Running, the old launcher pod still Terminating: not Running yet",
+     .replicas = 2, .status = "{\"conditions\":[" CREATED "]," STARTED "}", .have = ALL_OBJECTS,
+     .workers = RUNNING_WORKERS, .launcher_pods = {{"pi-launcher-x", "Running", true, true, false}},
+     .expect = {"write status", "replace ConfigMap pi-config"},
+     .conditions = "Created=True/MPIJobCreated", .launcher_counts = "{}"},
+    {.name = "suspended, the workers' deletion accepted but not yet seen: not deleted again",
+     .replicas = 2, .run_policy = "\"suspend\":true",
+     .status = "{\"conditions\":[" CREATED ",{\"type\":\"Suspended\",\"status\":\"True\",\"reason\":\"MPIJobSuspended\",\"message\":\"MPIJob suspended\"," T0 "}]}",
+     .have = ALL_OBJECTS, .launcher_suspended = true, .workers = {GOING(0), GOING(1)}, .settle = true,
+     .expect = {NULL}},
+    {.name = "a running job's worker being deleted leaves the hostfile and the counts",
+     .replicas = 2, .status = STATUS_RUNNING, .have = ALL_OBJECTS,
+     .workers = {W(0, "Running", true), TERMINATING(1)}, .launcher_pods = LAUNCHER_RUNNING,
+     .expect = {"write status", "replace ConfigMap pi-config"},
+     .conditions = "Created=True/MPIJobCreated Running=True/MPIJobRunning",
+     .worker_counts = "{\"active\":1,\"ready\":1}"},
     {.name = "scale down 3 -> 1: the workers at indexes >= 1 go, the launcher is left alone",
      .replicas = 1, .status = STATUS_RUNNING, .have = ALL_OBJECTS,
      .workers = {W(0, "Running", true), W(1, "Running", true), W(2, "Running", true)},
