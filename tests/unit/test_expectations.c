@@ -41,6 +41,33 @@ Test(expectations, counted_failures_and_creations_are_swept_after_the_ttl)
     expectations_free(e);
 }
 
+/* A deletion the server accepted is remembered by uid for the TTL: a reconcile whose cache still
+ * shows the pod as it was does not count it, nor deletes it again; then it is swept. */
+Test(expectations, accepted_deletions_are_remembered_by_uid_until_the_ttl)
+{
+    struct manual_clock clk;
+    manual_clock_init(&clk);
+    struct expectations *e = expectations_new();
+    cr_assert_not_null(e);
+    expectations_set_clock(e, &clk.source);
+    expectations_set_ttl(e, 20);
+    expect_deleted(e, "uid-a");
+    expect_deleted(e, NULL); /* a list item without a uid: nothing */
+    expect_deleted(e, "");
+    cr_assert(expect_deletion_pending(e, "uid-a"));
+    cr_assert_not(expect_deletion_pending(e, "uid-b"), "another pod, or the new one under the same name");
+    cr_assert_not(expect_deletion_pending(e, NULL));
+    cr_assert_eq(expectations_size(e), 1);
+    manual_clock_advance(&clk, 19);
+    cr_assert(expect_deletion_pending(e, "uid-a"), "expired before the TTL");
+    manual_clock_advance(&clk, 1);
+    cr_assert_not(expect_deletion_pending(e, "uid-a"), "expired");
+    expect_deleted(e, "uid-c"); /* the next write sweeps */
+    cr_assert_eq(expectations_size(e), 1, "swept: %zu entries left", expectations_size(e));
+    cr_assert_not(expect_deletion_pending(NULL, "uid-c"), "no expectations: nothing remembered");
+    expectations_free(e);
+}
+
 Test(expectations, the_first_refusal_stands_until_its_object_is_written)
 {
     struct expectations *e = expectations_new();
