@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import re
+import sys
 
 # Criterion tests that do nothing but run a Python suite; that suite's tests are counted instead.
 WRAPPERS = {
@@ -92,11 +93,47 @@ def tier():
     if not all(b in have for b in CONTROL_PLANE):
         return "real API server", ("a real etcd and kube-apiserver from KUBEBUILDER_ASSETS=%s, the cluster "
                                    "simulation for the rest" % assets)
-    if all(b in have for b in NODE):
+    why_not = real_nodes_missing(assets) if all(b in have for b in NODE) else "no kubelet, kube-proxy and coredns there"
+    if not why_not:
         return "real nodes", ("a real control plane and two real nodes (containerd, runc, CNI, kubelet, "
                               "kube-proxy, CoreDNS) from KUBEBUILDER_ASSETS=%s" % assets)
     return "real control plane", ("a real control plane from KUBEBUILDER_ASSETS=%s, the simulation's kubelet "
-                                  "as its node (no kubelet, kube-proxy and coredns there)" % assets)
+                                  "as its node (real nodes: %s)" % (assets, why_not))
+
+
+def real_nodes_missing(assets):
+    """Why real nodes could not run here (the end-to-end tests' own check), or None."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "cluster",
+                                    "realnode"))
+    try:
+        import nodes  # noqa: E402 (tests/cluster/realnode)
+    except ImportError as e:
+        return "tests/cluster/realnode/nodes.py: %s" % e
+    return nodes.missing(assets)
+
+
+def servers(results_dir):
+    """The API servers the tests started, from servers.jsonl (tests/support/pyresults.py
+    record_server): "Kubernetes v1.36.3 (real kube-apiserver, started 57 times); ..."."""
+    counts = {}
+    for line in read_lines(os.path.join(results_dir, "servers.jsonl")):
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        key = (rec.get("kind", "?"), rec.get("version", "?"))
+        counts[key] = counts.get(key, 0) + 1
+    words = {"real": "real kube-apiserver", "double": "the API-server double"}
+    return "; ".join("Kubernetes %s (%s, started %d time%s)" % (v, words.get(k, k), n, "" if n == 1 else "s")
+                     for (k, v), n in sorted(counts.items(), key=lambda kv: (kv[0][0] != "real", kv[0][1])))
+
+
+def read_lines(path):
+    try:
+        with open(path) as f:
+            return [line for line in f if line.strip()]
+    except OSError:
+        return []
 
 
 def main():
@@ -128,6 +165,9 @@ def main():
     print("== Summary")
     name, what = tier()
     print("Tier: %s: %s" % (name, what))
+    if args.python:
+        seen = servers(os.path.dirname(os.path.abspath(args.python)))
+        print("Servers: %s" % (seen or "none recorded (no test started an API server)"))
     print("C tests (Criterion): %d; Python tests: %d" % (len(tests) - len(py), len(py)))
     if skipped:
         print("Skipped (%d), with reasons:" % len(skipped))

@@ -438,10 +438,12 @@ int main(int argc, char **argv)
      * (/healthz) and not ready (/readyz says why). */
     for (uint64_t delay_ms = 1000;; delay_ms = delay_ms < 30000 ? delay_ms * 2 : 30000) {
         char why[512] = "";
-        rc = controller_check_crd(client, why, sizeof(why));
+        struct mpijob_options needed = {.gang_scheduler = f.gang_scheduling};
+        struct server_needs needs = {.options = &needed, .leases = f.leader_elect};
+        rc = controller_check_server(client, &needs, why, sizeof(why));
         if (rc == 0)
             break;
-        if (rc == MPIJOB_ENOCRD || rc == KUBE_EUNAUTHORIZED || rc == KUBE_EFORBIDDEN) {
+        if (rc == MPIJOB_ENOCRD || rc == MPIJOB_ENOAPI || rc == KUBE_EUNAUTHORIZED || rc == KUBE_EFORBIDDEN) {
             log_error("cannot start", "error=\"%s\"", why);
             stop_servers(metrics_server, health_server);
             kube_client_free(client);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kube/discovery.h"
 #include "kube/informer.h"
 #include "kube/workqueue.h"
 #include "mpijob/reconcile.h"
@@ -207,6 +208,92 @@ void controller_update_metrics(struct controller *c)
                         "Watches resumed or relisted after a stream ended, dropped or expired.",
                         (double)(restarts - c->watch_restarts_reported), NULL);
     c->watch_restarts_reported = restarts;
+}
+
+enum server_support controller_server_support(int major, int minor, char *msg, size_t msg_len)
+{
+    if (major < 0 || minor < 0) {
+        snprintf(msg, msg_len, "its version does not read as major.minor; tested on Kubernetes 1.%d to 1.%d",
+                 MPIJOB_OLDEST_TESTED_MINOR, MPIJOB_NEWEST_TESTED_MINOR);
+        return SERVER_UNKNOWN;
+    }
+    if (major < 1 || (major == 1 && minor < MPIJOB_OLDEST_TESTED_MINOR)) {
+        snprintf(msg, msg_len,
+                 "Kubernetes %d.%d is older than 1.%d, the oldest version this operator is tested on; "
+                 "it may work, but nothing here proves it",
+                 major, minor, MPIJOB_OLDEST_TESTED_MINOR);
+        return SERVER_OLDER;
+    }
+    if (major > 1 || minor > MPIJOB_NEWEST_TESTED_MINOR) {
+        snprintf(msg, msg_len, "Kubernetes %d.%d is newer than 1.%d, the newest version this operator is tested on",
+                 major, minor, MPIJOB_NEWEST_TESTED_MINOR);
+        return SERVER_NEWER;
+    }
+    snprintf(msg, msg_len, "tested on Kubernetes 1.%d to 1.%d", MPIJOB_OLDEST_TESTED_MINOR,
+             MPIJOB_NEWEST_TESTED_MINOR);
+    return SERVER_TESTED;
+}
+
+/* An API the controller needs, and what for (the words of the error when it is not served). */
+struct need {
+    const struct kube_resource *res;
+    const char *for_what;
+};
+
+int controller_check_server(struct kube_client *client, const struct server_needs *needs, char *err,
+                            size_t err_len)
+{
+    const char *server = kube_client_config(client)->server;
+    struct kube_server_version v;
+    struct kube_status st = {.retry_after_s = -1};
+    int rc = kube_server_version(client, &v, &st);
+    if (rc < 0) {
+        snprintf(err, err_len, "GET /version: %s%s%s", error_str(rc), st.message ? ": " : "",
+                 st.message ? st.message : "");
+        kube_status_clear(&st);
+        return rc;
+    }
+    kube_status_clear(&st);
+    char words[300];
+    enum server_support support = controller_server_support(v.major, v.minor, words, sizeof(words));
+    if (support == SERVER_OLDER || support == SERVER_UNKNOWN)
+        log_warn("the API server's Kubernetes version is outside the tested range", "server=%s version=%s note=\"%s\"",
+                 server, v.git_version[0] ? v.git_version : "(none)", words);
+    else
+        log_info("API server", "server=%s version=%s note=\"%s\"", server, v.git_version, words);
+
+    const struct kube_resource *pg = needs && needs->options ? podgroup_resource(needs->options) : NULL;
+    const struct need list[] = {
+        {&KUBE_PODS, "the workers"},
+        {&KUBE_SERVICES, "the workers' headless Service"},
+        {&KUBE_CONFIGMAPS, "the hostfile"},
+        {&KUBE_SECRETS, "the SSH keys"},
+        {&KUBE_EVENTS, "events"},
+        {&KUBE_JOBS, "the launcher"},
+        {needs && needs->leases ? &KUBE_LEASES : NULL, "leader election (--leader-elect)"},
+        {pg, "gang scheduling (--gang-scheduling): install the gang scheduler and its PodGroup CRD"},
+    };
+    for (size_t i = 0; i < sizeof(list) / sizeof(list[0]); i++) {
+        if (!list[i].res)
+            continue;
+        rc = kube_resource_served(client, list[i].res, &st);
+        if (rc == 0) {
+            char gv[200];
+            kube_group_version(list[i].res, gv, sizeof(gv));
+            snprintf(err, err_len, "the API server %s (Kubernetes %s) does not serve %s %s, which the operator needs for %s",
+                     server, v.git_version, gv, list[i].res->plural, list[i].for_what);
+            kube_status_clear(&st);
+            return MPIJOB_ENOAPI;
+        }
+        if (rc < 0) {
+            snprintf(err, err_len, "discovery of %s/%s: %s%s%s", list[i].res->group, list[i].res->version,
+                     error_str(rc), st.message ? ": " : "", st.message ? st.message : "");
+            kube_status_clear(&st);
+            return rc;
+        }
+        kube_status_clear(&st);
+    }
+    return controller_check_crd(client, err, err_len);
 }
 
 int controller_check_crd(struct kube_client *client, char *err, size_t err_len)

@@ -4,6 +4,7 @@
 #ifndef MPIJOB_CONTROLLER_H
 #define MPIJOB_CONTROLLER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,6 +27,29 @@ struct controller_config {
 };
 
 struct controller;
+
+/* The Kubernetes versions this operator is tested on, both tiers (README, "Compatibility"). */
+#define MPIJOB_OLDEST_TESTED_MINOR 32
+#define MPIJOB_NEWEST_TESTED_MINOR 36
+
+/* Where a server's version stands against the tested range; words for a log line in msg. */
+enum server_support { SERVER_TESTED, SERVER_OLDER, SERVER_NEWER, SERVER_UNKNOWN };
+enum server_support controller_server_support(int major, int minor, char *msg, size_t msg_len);
+
+/* What the server must serve before the controller starts, besides the MPIJob CRD: pods,
+ * services, configmaps, secrets, events (v1), jobs (batch/v1), leases (coordination.k8s.io/v1)
+ * when `leases`, and the PodGroups of options->gang_scheduler. */
+struct server_needs {
+    const struct mpijob_options *options;
+    bool leases;
+};
+
+/* At start: logs the server's version (a warning below the oldest tested, naming it), then
+ * checks that it serves every API in needs and the MPIJob CRD. 0; MPIJOB_ENOCRD or MPIJOB_ENOAPI
+ * with err naming the API and what it is for; another negative code (transport, Unauthorized...)
+ * when the questions could not be asked (err says so: the caller may retry). */
+int controller_check_server(struct kube_client *client, const struct server_needs *needs, char *err,
+                            size_t err_len);
 
 /* Checks that the API server serves kubeflow.org/v2beta1 mpijobs (the CRD is installed).
  * 0; MPIJOB_ENOCRD with a message in err when it does not; another negative code (transport,

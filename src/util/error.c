@@ -28,6 +28,7 @@ const char *error_str(int code)
     case KUBE_ENOTLEADER: return "not the leader: writes are fenced (the lease may have passed to another replica)";
     case MPIJOB_EINVALID: return "invalid MPIJob spec";
     case MPIJOB_ENOCRD: return "the MPIJob CRD is not served";
+    case MPIJOB_ENOAPI: return "an API the operator needs is not served";
     case -ENOMEM: return "out of memory"; /* the words every log already uses */
     case -EINVAL: return "invalid argument";
     default: break;

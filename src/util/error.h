@@ -46,6 +46,7 @@ enum error_code {
     /* The operator (mpijob/). */
     MPIJOB_EINVALID = -2001,        /* an MPIJob spec that cannot run; no retry will change it */
     MPIJOB_ENOCRD = -2002,          /* the MPIJob CRD is not served */
+    MPIJOB_ENOAPI = -2003,          /* the API server does not serve an API the operator needs */
 };
 
 /* A static, thread-safe description of any code: "success", a named code's text, or the errno

@@ -90,6 +90,7 @@ class Api(ObjectWrites, Controllers, Auth, PodLogs, Verbs, Control, Discovery):
         self.log = []
         self.log_seq = 0
         self.faults = []                # failNext rules
+        self.version_override = None    # the fault {"version": ...}: what /version answers instead
         self.block_watches = False
         self.lease_delay = None         # delayLeases: {"seconds": S, "holder": identity or None}
         self.port = 0

@@ -66,6 +66,7 @@ import rbac  # noqa: E402  (tests/apiserver/rbac.py: RBAC authorization)
 from api import MPIJOB_CRD_FILE, Api  # noqa: E402
 from controllers import KUBERNETES_SERVICE_IP, KUBERNETES_SERVICE_PORT  # noqa: E402
 from crds import kind_from_crd, load_crd_file  # noqa: E402
+from discovery import DOUBLE_VERSION  # noqa: E402
 from http_server import MAX_DEPTH, ServerHost  # noqa: E402
 from atomic import write_atomic  # noqa: E402  (tests/support)
 
@@ -157,7 +158,7 @@ def kubernetes_service_info(port):
 
 
 def info_json(port):
-    return {"kind": "double", "kubernetesService": kubernetes_service_info(port)}
+    return {"kind": "double", "version": DOUBLE_VERSION["gitVersion"], "kubernetesService": kubernetes_service_info(port)}
 
 
 def main(argv=None):

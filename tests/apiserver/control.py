@@ -56,7 +56,7 @@ class Control:
         raise err_not_found_generic()
 
     def apply_fault(self, body):
-        known = {"dropWatches", "blockWatches", "compact", "failNext", "restart", "delayLeases"}
+        known = {"dropWatches", "blockWatches", "compact", "failNext", "restart", "delayLeases", "version"}
         unknown = [k for k in body if k not in known]
         if unknown:
             raise err_bad_request("unknown fault: %s" % ", ".join(unknown))
@@ -72,6 +72,12 @@ class Control:
                 else:
                     self.faults.append({"count": count, "code": code, "retryAfter": fn.get("retryAfter"),
                                         "verb": fn.get("verb"), "resource": fn.get("resource")})
+        if "version" in body:
+            v = body["version"]
+            if v is not None and (not isinstance(v, dict) or not all(isinstance(x, str) for x in v.values())):
+                raise err_bad_request('version must be an object of strings ({"gitVersion": "v1.29.4", '
+                                      '"major": "1", "minor": "29"}) or null')
+            self.version_override = v
         if "blockWatches" in body:
             self.block_watches = bool(body["blockWatches"])
         if "delayLeases" in body:

@@ -157,15 +157,20 @@ def openapi_gv_document(kinds, group, version):
             "components": {"schemas": schemas}}
 
 
+# What /version answers: the release the double follows (docs/internals/real-control-plane.md,
+# "Which version the double follows"). The fault {"version": {...}} makes it answer another.
+DOUBLE_VERSION = {"major": "1", "minor": "32", "gitVersion": "v1.32.13", "gitCommit": "0" * 40,
+                  "gitTreeState": "clean", "buildDate": "2025-01-01T00:00:00Z",
+                  "goVersion": "go1.23.5", "compiler": "gc", "platform": "linux/amd64"}
+
+
 class Discovery:
     """The discovery and OpenAPI documents of what Api serves now, a part of Api (api.py)."""
 
     def discovery(self, segs):
         """segs: the path split; returns a body or None when the path is not a discovery path."""
         if segs == ["version"]:
-            return {"major": "1", "minor": "32", "gitVersion": "v1.32.13", "gitCommit": "0" * 40,
-                    "gitTreeState": "clean", "buildDate": "2025-01-01T00:00:00Z",
-                    "goVersion": "go1.23.5", "compiler": "gc", "platform": "linux/amd64"}
+            return dict(DOUBLE_VERSION, **(getattr(self, "version_override", None) or {}))
         if segs == ["api"]:
             return {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
                 {"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1:%d" % self.port}]}

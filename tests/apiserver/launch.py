@@ -51,6 +51,7 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tests", "support"))
 from atomic import write_atomic  # noqa: E402
+from pyresults import record_server  # noqa: E402
 from deadline import scaled  # noqa: E402
 
 # Seconds for the server (and again for the controllers) to be ready, scaled by
@@ -388,13 +389,16 @@ class Real:
             write_atomic(os.path.join(d, user + ".kubeconfig"), kubeconfig_text(self.url, ca_pem, user + "-token"))
         write_atomic(os.path.join(d, "port"), "%d\n" % port)
         write_atomic(os.path.join(d, "etcd-url"), etcd_url + "\n")
-        info = {"kind": "real", "kubernetesService": kubernetes_service_info(port)}
+        code, body = self.https("GET", "/version")
+        version = json.loads(body).get("gitVersion") if code == 200 else None
+        info = {"kind": "real", "version": version, "kubernetesService": kubernetes_service_info(port)}
         if getattr(self.args, "control_plane", False):
             ControlPlane(self, ca_pem).start(time.monotonic() + READY_TIMEOUT)
             info["controlPlane"] = True
         write_atomic(os.path.join(d, "pid"), "".join("%d\n" % x for x in [os.getpid()] + [p.pid for p in self.procs]))
         write_atomic(os.path.join(d, "info.json"), json.dumps(info) + "\n")
         write_atomic(os.path.join(d, "ready"), "%d\n" % os.getpid())
+        record_server("real", version)
 
     def audit_flags(self, rbac_user):
         """The audit log (DIR/audit.log) records, with $MPIJOB_TEST_RBAC_USAGE set, the requests of

@@ -30,6 +30,7 @@ id while it runs.
 
 import argparse
 import logging
+import itertools
 import os
 import re
 import signal
@@ -82,9 +83,16 @@ def ports_conflict(wanted, used):
                if (proto, port) == (uproto, uport))
 
 
-def unschedulable_message(reasons, preemption_never=False):
+# From this minor version on, kube-scheduler runs the DynamicResources plugin by default (DRA is GA
+# in 1.34): its PostFilter answers a pod without resource claims before preemption does, and its
+# words come first in the message (seen on 1.36.3; 1.32.13 has none).
+DRA_POSTFILTER_MINOR = 34
+
+
+def unschedulable_message(reasons, preemption_never=False, minor=32):
     """kube-scheduler's message for a pod no node fits, reasons being {node: why not}: the count
-    of nodes per reason, then what preemption found."""
+    of nodes per reason, then what the PostFilter plugins said (DynamicResources from 1.34, then
+    preemption), for the scheduler of Kubernetes 1.<minor>."""
     def histogram(words):
         counts = {}
         for w in words:
@@ -95,7 +103,16 @@ def unschedulable_message(reasons, preemption_never=False):
         after = "not eligible due to preemptionPolicy=Never."
     else:
         after = "0/%d nodes are available: %s." % (n, histogram(PREEMPTION[r] for r in reasons.values()))
-    return "0/%d nodes are available: %s. preemption: %s" % (n, histogram(reasons.values()), after)
+    dra = "no new claims to deallocate, " if minor >= DRA_POSTFILTER_MINOR else ""
+    return "0/%d nodes are available: %s. %spreemption: %s" % (n, histogram(reasons.values()), dra, after)
+
+
+def server_minor(kube):
+    """The minor version the API server's /version gives (the simulation's roles speak as that
+    release does), 32 (the double's) when it cannot be read."""
+    v = kube.get("/version") or {}
+    digits = "".join(itertools.takewhile(str.isdigit, str(v.get("minor", ""))))
+    return int(digits) if digits else 32
 
 
 class Scheduler:
@@ -120,6 +137,7 @@ class Scheduler:
         self.rescan = False
         self.cond = threading.Condition()
         self.binding_served = True
+        self.minor = None         # the server's minor version, read at the first unschedulable pod
 
     def _event(self, etype, pod):
         if etype != "DELETED" and self._wants(pod):
@@ -202,7 +220,10 @@ class Scheduler:
         """PodScheduled False, reason Unschedulable, with kube-scheduler's message; written only
         when it says something new."""
         meta = pod["metadata"]
-        message = unschedulable_message(reasons, (pod.get("spec") or {}).get("preemptionPolicy") == "Never")
+        if self.minor is None:
+            self.minor = server_minor(self.kube)
+        message = unschedulable_message(reasons, (pod.get("spec") or {}).get("preemptionPolicy") == "Never",
+                                        self.minor)
         conds = (pod.get("status") or {}).get("conditions") or []
         old = next((c for c in conds if c.get("type") == "PodScheduled"), {})
         if (old.get("status"), old.get("reason"), old.get("message")) == ("False", "Unschedulable", message):

@@ -31,6 +31,10 @@ CONTROL_PLANE = bool(ASSETS) and all(os.access(os.path.join(ASSETS, b), os.X_OK)
                                      ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"))
 PORTS_FULL = ("0/2 nodes are available: 2 node(s) didn't have free ports for the requested pod ports. "
               "preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.")
+# kube-scheduler from 1.34 on: its DynamicResources plugin's PostFilter speaks first (1.36.3).
+PORTS_FULL_DRA = ("0/2 nodes are available: 2 node(s) didn't have free ports for the requested pod ports. "
+                  "no new claims to deallocate, preemption: 0/2 nodes are available: 2 No preemption victims "
+                  "found for incoming pod.")
 
 
 def _pod(name, command, node=NODES[0], host_network=False, **spec):
@@ -74,12 +78,18 @@ class NodeAddressesTest(unittest.TestCase):
 
 
 class UnschedulableMessageTest(unittest.TestCase):
-    """kube-scheduler 1.32's words (framework.FitError, the NodePorts and NodeAffinity plugins,
+    """kube-scheduler's words, 1.32's and, from 1.34, with the DynamicResources PostFilter's (framework.FitError, the NodePorts and NodeAffinity plugins,
     default preemption), checked against the real scheduler in ControlPlaneNodesTest."""
 
     def test_messages(self):
         self.assertEqual(cluster.unschedulable_message({"a": cluster.NODE_PORTS, "b": cluster.NODE_PORTS}),
                          PORTS_FULL)
+        for minor, words in ((32, PORTS_FULL), (33, PORTS_FULL), (34, PORTS_FULL_DRA), (36, PORTS_FULL_DRA)):
+            self.assertEqual(cluster.unschedulable_message({"a": cluster.NODE_PORTS, "b": cluster.NODE_PORTS},
+                                                           minor=minor), words, "1.%d" % minor)
+        self.assertEqual(cluster.unschedulable_message({"a": cluster.NODE_SELECTOR}, preemption_never=True, minor=36),
+                         "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector. "
+                         "no new claims to deallocate, preemption: not eligible due to preemptionPolicy=Never.")
         self.assertEqual(
             cluster.unschedulable_message({"a": cluster.NODE_SELECTOR, "b": cluster.NODE_PORTS}),
             "0/2 nodes are available: 1 node(s) didn't have free ports for the requested pod ports, 1 node(s) "
@@ -367,12 +377,15 @@ class ControlPlaneNodesTest(ControlPlaneCase):
             st = get(name)["status"]
             self.assertEqual(st["podIP"], st["hostIP"])
         create("c")
-        self.assertEqual(self.unschedulable(get, "c"), PORTS_FULL, "the scheduler role's words are kube-scheduler's")
+        minor = cluster.server_minor(self.k)
+        self.assertEqual(self.unschedulable(get, "c"),
+                         cluster.unschedulable_message({n: cluster.NODE_PORTS for n in NODES}, minor=minor),
+                         "the scheduler role's words are kube-scheduler's (1.%d)" % minor)
         # The same port on one node and a nodeSelector that the other node does not match.
         create("d", _pod("d", ["sleep", "300"], node=None, nodeSelector={"kubernetes.io/hostname": placed["b"]},
                          container_extra=_host_port(2322)))
         self.assertEqual(self.unschedulable(get, "d"), cluster.unschedulable_message(
-            {placed["a"]: cluster.NODE_SELECTOR, placed["b"]: cluster.NODE_PORTS}))
+            {placed["a"]: cluster.NODE_SELECTOR, placed["b"]: cluster.NODE_PORTS}, minor=minor))
         self.k.delete(path + "/a")
         self.wait("c running", lambda: get("c").get("status", {}).get("phase") == "Running")
         self.assertEqual(get("c")["spec"]["nodeName"], placed["a"])

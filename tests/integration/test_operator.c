@@ -100,6 +100,83 @@ Test(operator, missing_crd_is_a_clear_error, .timeout = 180)
     test_operator_stop(&op);
 }
 
+/* At start the operator names the server's Kubernetes version, as its /version gives it, and the
+ * range it is tested on. */
+Test(operator, logs_the_server_version_at_start, .timeout = 180)
+{
+    struct test_apiserver srv;
+    cr_assert_eq(test_apiserver_start(&srv), 0);
+    struct kube_client *admin = test_kube_client(&srv, NULL);
+    cJSON *v = NULL;
+    cr_assert_eq(kube_request(admin, "GET", "/version", NULL, NULL, NULL, &v, NULL), 0);
+    char want[128];
+    snprintf(want, sizeof(want), "version=%s ", json_string(v, "gitVersion"));
+    cJSON_Delete(v);
+    kube_client_free(admin);
+    char *const args[] = {(char *)binary, "--kubeconfig", srv.operator_kubeconfig, "--leader-elect=false",
+                          "--metrics-addr", "0", "--health-addr", "0", NULL};
+    struct test_operator op = spawn(args);
+    struct test_deadline d = test_deadline_in(WAIT_MS);
+    while (!test_operator_log_has(&op, "controller started") && test_deadline_poll(&d))
+        ;
+    kill(op.pid, SIGTERM);
+    int rc = wait_exit(&op);
+    test_apiserver_stop(&srv);
+    cr_assert_eq(rc, 0, "exit status %d", rc);
+    cr_assert(test_operator_log_has(&op, "API server"), "the server is named");
+    cr_assert(test_operator_log_has(&op, want), "its version is logged (%s)", want);
+    cr_assert(test_operator_log_has(&op, "tested on Kubernetes 1.32 to 1.36"), "with the tested range");
+    test_operator_stop(&op);
+}
+
+/* A server older than the oldest tested version: a warning naming that version, and the operator
+ * still serves (it may work; nothing here proves it). */
+Test(operator, an_older_server_is_warned_naming_the_oldest_tested_version, .timeout = 180)
+{
+    if (test_apiserver_assets() != TEST_ASSETS_NONE)
+        cr_skip_test("needs the API-server double (an older /version: fault injection)");
+    struct test_apiserver srv;
+    cr_assert_eq(test_apiserver_start(&srv), 0);
+    cr_assert_eq(test_apiserver_fault(&srv, "{\"version\":{\"gitVersion\":\"v1.29.4\",\"major\":\"1\","
+                                            "\"minor\":\"29\"}}"),
+                 0);
+    char *const args[] = {(char *)binary, "--kubeconfig", srv.operator_kubeconfig, "--leader-elect=false",
+                          "--metrics-addr", "0", "--health-addr", "0", NULL};
+    struct test_operator op = spawn(args);
+    struct test_deadline d = test_deadline_in(WAIT_MS);
+    while (!test_operator_log_has(&op, "controller started") && test_deadline_poll(&d))
+        ;
+    kill(op.pid, SIGTERM);
+    int rc = wait_exit(&op);
+    test_apiserver_stop(&srv);
+    cr_assert_eq(rc, 0, "still serves, then exits 0 on SIGTERM (got %d)", rc);
+    cr_assert(test_operator_log_has(&op, "WARN"), "a warning");
+    cr_assert(test_operator_log_has(&op, "version=v1.29.4"), "naming the server's version");
+    cr_assert(test_operator_log_has(&op, "Kubernetes 1.29 is older than 1.32, the oldest version this operator "
+                                         "is tested on"),
+              "and the oldest tested one");
+    test_operator_stop(&op);
+}
+
+/* An API the operator's flags need and the server does not serve (--gang-scheduling volcano
+ * without Volcano's PodGroup CRD) is an error at start naming the API, not a controller that
+ * starts and fails every job. */
+Test(operator, an_api_it_needs_and_the_server_lacks_is_an_error_naming_it, .timeout = 180)
+{
+    struct test_apiserver srv;
+    cr_assert_eq(test_apiserver_start_without_crds(&srv), 0);
+    char *const args[] = {(char *)binary, "--kubeconfig", srv.operator_kubeconfig, "--gang-scheduling", "volcano",
+                          "--metrics-addr", "0", "--health-addr", "0", NULL};
+    struct test_operator op = spawn(args);
+    int rc = wait_exit(&op);
+    test_apiserver_stop(&srv);
+    cr_assert_eq(rc, 1, "exit status %d", rc);
+    cr_assert(test_operator_log_has(&op, "does not serve scheduling.volcano.sh/v1beta1 podgroups, which the operator "
+                                         "needs for gang scheduling (--gang-scheduling)"),
+              "the API and what it is for are named");
+    test_operator_stop(&op);
+}
+
 /* An API server that cannot be reached yet is waited for, with the process alive (/healthz) and
  * not ready (/readyz, saying why): a kubelet must not restart a replica for waiting. */
 Test(operator, unreachable_api_server_is_waited_for_alive_and_not_ready, .timeout = 120)

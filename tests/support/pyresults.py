@@ -40,6 +40,19 @@ def _record(suite, test, status, reason=""):
         f.write(line)
 
 
+def record_server(kind, version):
+    """An API server a test started (launch.py): its kind ("double" or "real") and the
+    gitVersion its /version gave, one JSON line in servers.jsonl beside $MPIJOB_TEST_RESULTS, so
+    that the summary names the Kubernetes the tests really ran against."""
+    path = os.environ.get("MPIJOB_TEST_RESULTS")
+    if not path:
+        return
+    line = json.dumps({"kind": kind, "version": version or "(no version)"}) + "\n"
+    with open(os.path.join(os.path.dirname(path), "servers.jsonl"), "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        f.write(line)
+
+
 class RecordingResult(unittest.TextTestResult):
     suite = None
 
