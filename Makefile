@@ -115,6 +115,7 @@ deps:
 test: deps
 	@$(MAKE) --no-print-directory all build/asan/bin/mpijob-tests build/asan/bin/worker-tests
 	@status=0; rm -rf build/rbac-usage.log build/test-results; mkdir -p build/test-results; \
+	export PATH="$$PATH:$(CURDIR)/build/tools/kubectl/1.35.2"; \
 	export MPIJOB_TEST_RESULTS=$(CURDIR)/build/test-results/python.jsonl; \
 	MPIJOB_TEST_RBAC_USAGE=$(CURDIR)/build/rbac-usage.log scripts/run-tests.sh build/asan/bin/mpijob-tests \
 		--json=build/test-results/main.json || status=1; \

@@ -29,11 +29,14 @@ fail() { printf '\nmake demo: %s\n' "$*" >&2; exit 1; }
 if [ "$(id -u)" -ne 0 ]; then
     fail "needs root: each simulated pod gets its own network namespace, veth and mounts. Run: sudo make demo"
 fi
-command -v kubectl >/dev/null || fail "kubectl is not installed (https://kubernetes.io/docs/tasks/tools/)"
-
 say "Installing what is missing and building"
 scripts/install-deps.sh || fail "could not install the Debian packages (see above)"
 make --no-print-directory -s all || fail "the build failed"
+# kubectl: the one installed, else the one scripts/install-helm.sh brought with Helm 4
+PATH="$PATH:$PWD/build/tools/kubectl/1.35.2"
+command -v kubectl >/dev/null ||
+    fail "kubectl is not installed and scripts/install-helm.sh could not bring one (https://kubernetes.io/docs/tasks/tools/)"
+echo "kubectl: $(command -v kubectl) ($(kubectl version --client 2>/dev/null | sed -n 's/^Client Version: //p'))"
 
 say "Building the images (make images: podman with runc, on a Debian 12 base made by mmdebstrap)"
 scripts/images.py || fail "the images could not be built (see above)"
@@ -142,9 +145,9 @@ else
     echo "namespace; log: $work/cluster.log"
 fi
 
-say "helm install mpijob-operator charts/mpijob-operator -n mpijob-system --create-namespace"
 export HELM_CACHE_HOME="$work/helm/cache" HELM_CONFIG_HOME="$work/helm/config" HELM_DATA_HOME="$work/helm/data"
-helm=build/tools/bin/helm
+helm=${HELM:-build/tools/bin/helm}
+say "helm install mpijob-operator charts/mpijob-operator -n mpijob-system --create-namespace (Helm $("$helm" version --short))"
 "$helm" install mpijob-operator charts/mpijob-operator -n mpijob-system --create-namespace ||
     fail "helm install failed"
 echo

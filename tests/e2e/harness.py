@@ -255,9 +255,11 @@ class LocalCluster:
     def helm_install(self, timeout=300):
         """helm install of the chart, then waits until both replicas are Running and Ready and
         one holds the Lease; returns the pods."""
+        version = self.helm("version", "--short").stdout.strip()
+        print("helm install of the chart with Helm %s (%s)" % (version, HELM), file=sys.stderr, flush=True)
         r = self.helm("install", RELEASE, CHART, "-n", RELEASE_NS, "--create-namespace")
         with open(os.path.join(self.work, "helm.log"), "a") as f:
-            f.write(r.stdout + r.stderr)
+            f.write("Helm %s\n" % version + r.stdout + r.stderr)
         if r.returncode != 0:
             raise RuntimeError("helm install failed:\n" + r.stdout + r.stderr)
         return self.wait_operator_pods(timeout)
