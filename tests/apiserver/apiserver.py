@@ -66,7 +66,7 @@ import rbac  # noqa: E402  (tests/apiserver/rbac.py: RBAC authorization)
 from api import MPIJOB_CRD_FILE, Api  # noqa: E402
 from controllers import KUBERNETES_SERVICE_IP, KUBERNETES_SERVICE_PORT  # noqa: E402
 from crds import kind_from_crd, load_crd_file  # noqa: E402
-from discovery import DOUBLE_VERSION  # noqa: E402
+import release  # noqa: E402
 from http_server import MAX_DEPTH, ServerHost  # noqa: E402
 from atomic import write_atomic  # noqa: E402  (tests/support)
 
@@ -158,7 +158,8 @@ def kubernetes_service_info(port):
 
 
 def info_json(port):
-    return {"kind": "double", "version": DOUBLE_VERSION["gitVersion"], "kubernetesService": kubernetes_service_info(port)}
+    return {"kind": "double", "version": release.version()["gitVersion"],
+            "kubernetesService": kubernetes_service_info(port)}
 
 
 def main(argv=None):
@@ -189,7 +190,10 @@ def main(argv=None):
                          "default ServiceAccount and kube-root-ca.crt in every namespace) and admit pods with "
                          "the ServiceAccount plugin; without it the double is kube-apiserver as launch.py runs "
                          "it alone")
+    ap.add_argument("--kubernetes", default=release.DEFAULT, choices=sorted(release.RELEASES),
+                    help="the release to answer as (tests/apiserver/release.py)")
     args = ap.parse_args(argv)
+    release.select(args.kubernetes)
     tokens = args.token or ["test-token"]
     d = os.path.abspath(args.state_dir)
     os.makedirs(d, exist_ok=True)

@@ -5,6 +5,7 @@ import base64
 import copy
 import json
 
+import release
 import serviceaccounts
 from errors import FieldError, Raw, fe_forbidden, fe_invalid, fe_not_supported, fe_required, go_label_selector, \
     go_quote, go_string_map, go_strings
@@ -267,7 +268,8 @@ def default_job(obj, create, old=None, sub=""):
     if not isinstance(tmeta, dict):
         tmeta = {}
     tmeta = dict(tmeta)
-    tmeta.setdefault("creationTimestamp", None)
+    if release.unset_times_written():
+        tmeta.setdefault("creationTimestamp", None)
     if create and not spec.get("manualSelector"):
         uid = obj["metadata"]["uid"]
         name = obj["metadata"]["name"]
@@ -511,7 +513,8 @@ def _default_template(spec):
     if not isinstance(tmpl, dict):
         tmpl = {}
     tmeta = dict(tmpl.get("metadata") or {}) if isinstance(tmpl.get("metadata"), dict) else {}
-    tmeta.setdefault("creationTimestamp", None)
+    if release.unset_times_written():
+        tmeta.setdefault("creationTimestamp", None)
     tmpl["metadata"] = ordered(tmeta, ["name", "namespace", "creationTimestamp", "labels", "annotations"])
     tmpl["spec"] = default_pod_spec(tmpl.get("spec"), admission=False, pod=False)
     spec["template"] = ordered(tmpl, ["metadata", "spec"])
@@ -738,6 +741,7 @@ def builtin_kinds():
     """The served resources: one line each."""
     return [
         Kind("", ["v1"], "pods", "Pod", "pod", status=True, short=("po",), return_deleted=True, graceful=True,
+             generation="spec" if release.pods_have_generation() else None,
              fields=POD_FIELDS, defaulter=default_pod, validator=validate_pod,
              update_validator=validate_pod_update, categories=("all",),
              subresources={"log": ("", "", "Pod", ["get"])},

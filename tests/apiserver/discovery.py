@@ -6,6 +6,7 @@ import copy
 import hashlib
 import json
 
+import release
 from kinds import CRD_GROUP, RBAC_GROUP
 
 DISCOVERY_GVS = ("v2", "v2beta1")             # apidiscovery.k8s.io versions served
@@ -153,15 +154,8 @@ def openapi_gv_document(kinds, group, version):
             {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
         schema["x-kubernetes-group-version-kind"] = [gvk]
         schemas[openapi_schema_name(kind, version)] = schema
-    return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.32.13"}, "paths": paths,
+    return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": release.version()["gitVersion"]}, "paths": paths,
             "components": {"schemas": schemas}}
-
-
-# What /version answers: the release the double follows (docs/internals/real-control-plane.md,
-# "Which version the double follows"). The fault {"version": {...}} makes it answer another.
-DOUBLE_VERSION = {"major": "1", "minor": "32", "gitVersion": "v1.32.13", "gitCommit": "0" * 40,
-                  "gitTreeState": "clean", "buildDate": "2025-01-01T00:00:00Z",
-                  "goVersion": "go1.23.5", "compiler": "gc", "platform": "linux/amd64"}
 
 
 class Discovery:
@@ -170,7 +164,7 @@ class Discovery:
     def discovery(self, segs):
         """segs: the path split; returns a body or None when the path is not a discovery path."""
         if segs == ["version"]:
-            return dict(DOUBLE_VERSION, **(getattr(self, "version_override", None) or {}))
+            return dict(release.version(), **(getattr(self, "version_override", None) or {}))
         if segs == ["api"]:
             return {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
                 {"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1:%d" % self.port}]}
@@ -194,7 +188,7 @@ class Discovery:
         if segs[:2] == ["openapi", "v3"]:
             return self.openapi_v3(segs[2:])
         if segs == ["openapi", "v2"]:
-            return {"swagger": "2.0", "info": {"title": "Kubernetes", "version": "v1.32.13"}, "paths": {}}
+            return {"swagger": "2.0", "info": {"title": "Kubernetes", "version": release.version()["gitVersion"]}, "paths": {}}
         return None
 
     def openapi_v3(self, rest):

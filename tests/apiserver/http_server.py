@@ -17,6 +17,7 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import protobuf
+import release
 from api import Request
 from control import fault_error
 from discovery import DISCOVERY_GVS, OPENAPI_V2_PB, negotiate, openapi_v2_protobuf, parse_accept
@@ -543,7 +544,7 @@ class Handler(BaseHTTPRequestHandler):
         obj = {"kind": kind.kind, "apiVersion": kind.gv(req.version),
                "metadata": {"resourceVersion": str(rv), "creationTimestamp": None}}
         obj.update(copy.deepcopy(kind.bookmark))
-        return obj
+        return release.drop_unset_times(obj)
 
     def _client_gone(self):
         """A watching client never sends anything: readability means EOF, reset or close_notify."""

@@ -133,6 +133,8 @@ def run_double(args):
         argv += ["--control-plane"]
     for f in args.rbac:
         argv += ["--rbac", f]
+    if os.environ.get("MPIJOB_DOUBLE_KUBERNETES"):   # the release the double answers as (release.py)
+        argv += ["--kubernetes", os.environ["MPIJOB_DOUBLE_KUBERNETES"]]
     sys.stdout.flush()
     sys.stderr.flush()
     os.execv(sys.executable, argv)

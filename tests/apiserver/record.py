@@ -30,6 +30,7 @@ Exits 0 when every exchange was recorded, 1 on any failure (with the reason), 2 
 """
 
 import argparse
+import base64
 import http.client
 import json
 import os
@@ -210,12 +211,17 @@ def compact_storage(rec, args, token, target):
     if args.etcd:
         _, status = rec.kube.request("GET", PODS + "?limit=1")
         rv = int(((status or {}).get("metadata") or {}).get("resourceVersion") or 0)
-        req = urllib.request.Request(args.etcd.rstrip("/") + "/v3/kv/compaction", method="POST",
-                                     data=json.dumps({"revision": rv, "physical": True}).encode(),
-                                     headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            resp.read()
-    deadline = time.monotonic() + (30 if args.etcd else args.compaction_wait)
+        # First what kube-apiserver's compactor writes before it compacts, the revision in
+        # compact_rev_key: from 1.34 a server serves continue tokens from its watch cache and
+        # learns of a compaction only through that key (its cacher looks every 15 s).
+        for path, body in (("/v3/kv/put", {"key": base64.b64encode(b"compact_rev_key").decode(),
+                                           "value": base64.b64encode(str(rv).encode()).decode()}),
+                           ("/v3/kv/compaction", {"revision": rv, "physical": True})):
+            req = urllib.request.Request(args.etcd.rstrip("/") + path, method="POST", data=json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                resp.read()
+    deadline = time.monotonic() + (60 if args.etcd else args.compaction_wait)
     while time.monotonic() < deadline:
         code, _ = rec.kube.request("GET", target)
         if code == 410:

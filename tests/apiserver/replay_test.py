@@ -91,11 +91,11 @@ class Recording:
 # --------------------------------------------------------------------------------------------
 
 class Double:
-    def __init__(self):
+    def __init__(self, kubernetes):
         self.dir = tempfile.mkdtemp(prefix="replay-double-")
         self.proc = subprocess.Popen(
             [sys.executable, os.path.join(HERE, "apiserver.py"), "--state-dir", self.dir, "--token", TOKEN,
-             "--extra-crd", json.dumps(WIDGET_CRD)],
+             "--extra-crd", json.dumps(WIDGET_CRD), "--kubernetes", kubernetes],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
         deadline = Deadline(60)
         while not os.path.exists(os.path.join(self.dir, "ready")):
@@ -406,6 +406,19 @@ def run_one(rec, dbl, tr):
         tr.compare(want, got)
 
 
+def recorded_release(files):
+    """"1.32" or "1.36": the release the recordings were made on, from the /version exchange."""
+    version = next((f for f in files if os.path.basename(f).startswith("01-version")), None)
+    if version:
+        body = Recording(version).resp_body
+        try:
+            v = json.loads(body)
+            return "%s.%s" % (v["major"], "".join(c for c in v["minor"] if c.isdigit()))
+        except (ValueError, KeyError, TypeError):
+            pass
+    return "1.32"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--recordings", default=DEFAULT_RECORDINGS)
@@ -417,8 +430,10 @@ def main():
         print("0 passed, 1 failed")
         return 1
     t0 = time.monotonic()
+    kubernetes = recorded_release(files)
+    print("the recordings are of Kubernetes %s: the double answers as %s" % (kubernetes, kubernetes))
     try:
-        dbl = Double()
+        dbl = Double(kubernetes)
     except (RuntimeError, OSError, ValueError) as e:
         print("FAIL starting the double: %s" % e)
         print("0 passed, %d failed" % len(files))

@@ -35,6 +35,8 @@ import copy
 import json
 import re
 
+import release
+
 __all__ = ["validate", "apply_defaults", "prune", "unknown_fields", "admit", "json_type",
            "validation_rules", "transition_rules", "structural_problems", "crd_version_schema"]
 
@@ -310,6 +312,9 @@ def _validate(schema, value, path, out):
         expected = schema["type"]
         if not _type_ok(expected, actual):
             out.append(type_invalid(path, actual, expected))
+            if expected == "integer" and actual == "number" and release.integer_format_cause():
+                out.append(cause("FieldValueInvalid", "<nil>", 'Invalid value: "": Checked value must be of type '
+                                 'integer (default format) in %s' % path))
             return
 
     anyof = schema.get("anyOf")

@@ -13,6 +13,7 @@ from objects import now_rfc3339
 from patches import PatchError, apply_merge, apply_paths, json_patch, merge_patch, path_get, path_remove, \
     path_str, strategic_merge
 from selection import SelectorError, fields_match, labels_match, parse_field_selector, parse_label_selector
+import release
 from store import ADDED, MODIFIED, Watcher, decode_continue, encode_continue
 
 
@@ -405,7 +406,8 @@ class Verbs:
             page = matched[:limit]
             rest = len(matched) - limit
             last = page[-1][0]
-            meta["continue"] = encode_continue(list_rv, ("/" if first_page else "") + last + "\u0000")
+            rooted = first_page or release.continue_keys_rooted()
+            meta["continue"] = encode_continue(list_rv, ("/" if rooted else "") + last + "\u0000")
             if not lsel and not fsel:
                 meta["remainingItemCount"] = rest
         else:

@@ -31,6 +31,14 @@ Test(apiserver, replays_recordings, .timeout = 120)
     test_run_checked("replay_test.py", "python3 tests/apiserver/replay_test.py");
 }
 
+/* The same sequence recorded from a real 1.36.3, replayed against the double answering as 1.36
+ * (tests/apiserver/release.py). */
+Test(apiserver, replays_the_1_36_recordings, .timeout = 120)
+{
+    test_run_checked("replay_test.py (1.36)",
+                     "python3 tests/apiserver/replay_test.py --recordings tests/apiserver/recordings-1.36");
+}
+
 /* launch.py stops on SIGTERM within seconds, leaves no process and closes its caller's output
  * (tests/apiserver/test_launch.py; the double, or real etcd and kube-apiserver). */
 Test(apiserver, launcher_stops_on_sigterm, .timeout = 180)
