@@ -213,7 +213,7 @@ void controller_update_metrics(struct controller *c)
 enum server_support controller_server_support(int major, int minor, char *msg, size_t msg_len)
 {
     if (major < 0 || minor < 0) {
-        snprintf(msg, msg_len, "its version does not read as major.minor; tested on Kubernetes 1.%d to 1.%d",
+        snprintf(msg, msg_len, "its version does not read as major.minor; supported: Kubernetes 1.%d to 1.%d",
                  MPIJOB_OLDEST_TESTED_MINOR, MPIJOB_NEWEST_TESTED_MINOR);
         return SERVER_UNKNOWN;
     }
@@ -229,7 +229,7 @@ enum server_support controller_server_support(int major, int minor, char *msg, s
                  major, minor, MPIJOB_NEWEST_TESTED_MINOR);
         return SERVER_NEWER;
     }
-    snprintf(msg, msg_len, "tested on Kubernetes 1.%d to 1.%d", MPIJOB_OLDEST_TESTED_MINOR,
+    snprintf(msg, msg_len, "supported: Kubernetes 1.%d to 1.%d, tested on both", MPIJOB_OLDEST_TESTED_MINOR,
              MPIJOB_NEWEST_TESTED_MINOR);
     return SERVER_TESTED;
 }

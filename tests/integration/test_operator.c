@@ -125,7 +125,7 @@ Test(operator, logs_the_server_version_at_start, .timeout = 180)
     cr_assert_eq(rc, 0, "exit status %d", rc);
     cr_assert(test_operator_log_has(&op, "API server"), "the server is named");
     cr_assert(test_operator_log_has(&op, want), "its version is logged (%s)", want);
-    cr_assert(test_operator_log_has(&op, "tested on Kubernetes 1.32 to 1.36"), "with the tested range");
+    cr_assert(test_operator_log_has(&op, "supported: Kubernetes 1.32 to 1.36, tested on both"), "with the tested range");
     test_operator_stop(&op);
 }
 

@@ -14,9 +14,9 @@ struct support_case {
 };
 
 static const struct support_case cases[] = {
-    {1, 32, SERVER_TESTED, "tested on Kubernetes 1.32 to 1.36"},
-    {1, 34, SERVER_TESTED, "tested on Kubernetes 1.32 to 1.36"},
-    {1, 36, SERVER_TESTED, "tested on Kubernetes 1.32 to 1.36"},
+    {1, 32, SERVER_TESTED, "supported: Kubernetes 1.32 to 1.36, tested on both"},
+    {1, 34, SERVER_TESTED, "supported: Kubernetes 1.32 to 1.36, tested on both"},
+    {1, 36, SERVER_TESTED, "supported: Kubernetes 1.32 to 1.36, tested on both"},
     {1, 31, SERVER_OLDER, "Kubernetes 1.31 is older than 1.32, the oldest version this operator is tested on"},
     {1, 20, SERVER_OLDER, "older than 1.32"},
     {0, 99, SERVER_OLDER, "older than 1.32"},
