@@ -304,15 +304,21 @@ static time_t deletion_asked_at(const cJSON *pod)
 }
 
 /* The terminated state that explains a container's failure: the current one, else the last.
- * A run that ended after the pod's deletion was asked for was stopped by it (a Job controller
- * deletes the pod of a Job out of retries, whose container the kubelet may have just started
- * again): it says nothing of why the job failed, and the run before it does. */
+ * A run stopped by the pod's deletion says nothing of why the job failed, and the run before it
+ * does: a Job controller deletes the pod of a Job out of retries (under restartPolicy OnFailure
+ * as soon as the kubelet has started the container again, its restart count reaching
+ * backoffLimit), and a launcher's mpirun killed in the middle of its own abort may even crash
+ * (Open MPI 4.1's segfault in PMIx_Finalize, exit code 139). Such a run ended after the deletion
+ * was asked for, or, once the kubelet has confirmed the deletion (which rewrites the
+ * deletionTimestamp to that moment, grace period 0, so the time the deletion was asked is lost),
+ * ended by a signal (exit code above 128) while the pod was being deleted. */
 static const cJSON *failed_run(const cJSON *cs, time_t deleted_at)
 {
     const cJSON *term = json_path(cs, "state.terminated");
     const char *finished = json_string(term, "finishedAt");
     time_t t;
-    bool stopped_by_deletion = deleted_at && finished && clock_parse_rfc3339(finished, &t) == 0 && t >= deleted_at;
+    bool stopped_by_deletion = deleted_at && ((finished && clock_parse_rfc3339(finished, &t) == 0 && t >= deleted_at) ||
+                                              json_int(term, "exitCode", 0) > 128);
     if (term && json_int(term, "exitCode", 0) != 0 && !stopped_by_deletion)
         return term;
     term = json_path(cs, "lastState.terminated");

@@ -240,6 +240,19 @@ Test(status, a_run_stopped_by_the_pods_deletion_is_not_the_failure)
     cr_assert_str_eq(run.message, "container l exited with code 3: own words");
     cJSON_Delete(p);
 
+    /* Once the kubelet confirms the deletion, deletionTimestamp is the moment the pod goes (grace
+     * 0), after the stopped run ended (as seen on 1.36.3): a run that ended by a signal while the
+     * pod is deleted was stopped by it. */
+    p = cJSON_Parse(
+        "{\"metadata\":{\"deletionTimestamp\":\"2026-01-01T00:00:12Z\",\"deletionGracePeriodSeconds\":0},"
+        "\"status\":{\"phase\":\"Failed\",\"containerStatuses\":[{\"name\":\"l\","
+        "\"state\":{\"terminated\":{\"exitCode\":139,\"finishedAt\":\"2026-01-01T00:00:11Z\",\"message\":\"Segmentation fault\"}},"
+        "\"lastState\":{\"terminated\":{\"exitCode\":1,\"finishedAt\":\"2026-01-01T00:00:09Z\",\"message\":\"no usable device\"}}}]}}");
+    pod_run_of(p, &run);
+    cr_assert(run.failed);
+    cr_assert_str_eq(run.message, "container l exited with code 1: no usable device");
+    cJSON_Delete(p);
+
     /* the only run was stopped by the deletion: no failure of the job's own */
     p = cJSON_Parse(
         "{\"metadata\":{\"deletionTimestamp\":\"2026-01-01T00:00:40Z\",\"deletionGracePeriodSeconds\":30},"
