@@ -549,6 +549,43 @@ static CURLcode perform_transfer(struct kube_client *c, CURL *h, struct kube_can
     return res;
 }
 
+/* A transfer that failed while the request body was still being sent, after the server had
+ * answered it with an error: kube-apiserver refuses a body over its 3 MiB limit with 413 before
+ * reading the rest, and under HTTP/2 resets the stream once the answer is written (RST_STREAM
+ * NO_ERROR, which RFC 9113 section 8.1 says a client must not take as a failure; libcurl 7.88
+ * fails the transfer with it, and drops the answer's body). The server's status code is the
+ * answer: its Status body is kept when it arrived whole, else one is made that says what was
+ * lost. Returns true when the answer counts. */
+static bool answered_before_the_body(CURLcode res, const char *body, long http_code, struct exchange *ex)
+{
+    if (!body || ex->stream_fn || ex->too_big || http_code < 400 || http_code > 599)
+        return false;
+    if (res != CURLE_PARTIAL_FILE && res != CURLE_HTTP2_STREAM && res != CURLE_HTTP2 && res != CURLE_SEND_ERROR &&
+        res != CURLE_RECV_ERROR)
+        return false;
+    cJSON *json = ex->body.len ? cJSON_ParseWithLength(ex->body.data, ex->body.len) : NULL;
+    const char *kind = json_string(json, "kind");
+    bool whole = kind && strcmp(kind, "Status") == 0;
+    cJSON_Delete(json);
+    if (whole)
+        return true;
+    cJSON *st = cJSON_CreateObject();
+    char msg[256];
+    snprintf(msg, sizeof(msg), "HTTP %ld from the API server for a request body of %zu bytes; its message was cut off (%s)",
+             http_code, strlen(body), curl_easy_strerror(res));
+    char *text = NULL;
+    if (st && json_put_string(st, "kind", "Status") == 0 && json_put_string(st, "status", "Failure") == 0 &&
+        json_put_string(st, "message", msg) == 0 && json_put_number(st, "code", (double)http_code) == 0)
+        text = json_print(st);
+    cJSON_Delete(st);
+    if (!text)
+        return false;
+    ex->body.len = 0;
+    int rc = buf_append(&ex->body, text, strlen(text));
+    free(text);
+    return rc == 0;
+}
+
 /* Performs one request. Returns 0 with *http_code set, or KUBE_ETRANSPORT / KUBE_ETOOBIG /
  * KUBE_ECANCELED / KUBE_ENOMEM. */
 static int perform(struct kube_client *c, const char *method, const char *url,
@@ -659,6 +696,14 @@ static int perform(struct kube_client *c, const char *method, const char *url,
     long connects = 0;
     if (curl_easy_getinfo(h, CURLINFO_NUM_CONNECTS, &connects) == CURLE_OK && connects > 0)
         c->connections += (unsigned long long)connects;
+    if (res != CURLE_OK && answered_before_the_body(res, body, *http_code, ex)) {
+        /* The server refused the request before reading all of its body and reset the stream
+         * (kube-apiserver's 413 for a body over its 3 MiB limit, under HTTP/2): its answer
+         * arrived whole, and is the answer, as Go's client takes it. */
+        log_debug("the API server answered before reading the whole request body", "code=%ld curl=\"%s\"",
+                  *http_code, curl_easy_strerror(res));
+        res = CURLE_OK;
+    }
     if (res != CURLE_OK) {
         if (ex->too_big)
             rc = KUBE_ETOOBIG;
