@@ -35,7 +35,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define WK_BACKEND_ABI 3
+#define WK_BACKEND_ABI 4
 #define WK_NCCL_ID_BYTES 128
 
 struct wk_ctx; /* a backend's own state, opaque to its callers */
@@ -107,6 +107,19 @@ struct wk_ops {
     int (*allreduce)(struct wk_ctx *ctx, float *buf, size_t n);
     /* Waits for all submitted work (compute and communication). */
     int (*sync)(struct wk_ctx *ctx);
+
+    /* For the collective watchdog (worker/watchdog.h), called from its own thread while the
+     * training thread may be inside any op above; both are safe to call at any time.
+     * pending_bucket: the lowest bucket index whose reduction was started by bucket_ready and
+     * has not completed, or -1 when none is outstanding (or the backend cannot tell).
+     * abort: asks the backend to abort its communicator, as PyTorch's watchdog does with
+     * ncclCommAbort, so that a wait inside finish, allreduce or sync returns an error instead of
+     * spinning on a peer that is gone. The abort itself is done by the thread waiting in the
+     * backend (a communicator is never freed under a thread that uses it). Returns 1 once it was
+     * done within wait_ms, 0 when no thread was waiting in the backend by then, or when there is
+     * nothing to abort (mpi: MPI_Abort ends the job's collectives). */
+    int (*pending_bucket)(struct wk_ctx *ctx);
+    int (*abort)(struct wk_ctx *ctx, int wait_ms);
 };
 
 /* The CPU backend, always built in. */

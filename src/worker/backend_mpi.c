@@ -371,6 +371,28 @@ static int backend_sync(struct wk_ctx *ctx)
     return backend_finish(ctx, NULL);
 }
 
+/* The queue's head is the bucket the communication thread is reducing (it leaves the queue
+ * only once reduced); buckets complete in order, so it is the lowest outstanding. */
+static int backend_pending_bucket(struct wk_ctx *ctx)
+{
+    if (ctx == NULL || !ctx->has_mpi)
+        return -1;
+    pthread_mutex_lock(&ctx->lock);
+    int bucket = ctx->queue_head != ctx->queue_tail
+                     ? ctx->queue[ctx->queue_head % ctx->queue_cap].bucket
+                     : -1;
+    pthread_mutex_unlock(&ctx->lock);
+    return bucket;
+}
+
+/* Nothing of ours to abort: MPI_Abort, which the watchdog calls next, ends the collectives. */
+static int backend_abort(struct wk_ctx *ctx, int wait_ms)
+{
+    (void)ctx;
+    (void)wait_ms;
+    return 0;
+}
+
 /* ---- life cycle --------------------------------------------------------- */
 
 /* OpenBLAS's threads for this process's GEMMs. OPENBLAS_NUM_THREADS and OMP_NUM_THREADS size
@@ -523,4 +545,6 @@ const struct wk_ops wk_backend_mpi = {
     .finish = backend_finish,
     .allreduce = backend_allreduce,
     .sync = backend_sync,
+    .pending_bucket = backend_pending_bucket,
+    .abort = backend_abort,
 };

@@ -53,7 +53,7 @@ static const char *missing_op(const struct wk_ops *t)
     NEED(available) NEED(unique_id) NEED(init) NEED(connect) NEED(fini) NEED(error) NEED(device)
     NEED(alloc) NEED(release) NEED(upload) NEED(download) NEED(gemm) NEED(bias_act)
     NEED(relu_backward) NEED(bias_grad) NEED(mse) NEED(sgd) NEED(fill) NEED(bucket_ready)
-    NEED(finish) NEED(allreduce) NEED(sync)
+    NEED(finish) NEED(allreduce) NEED(sync) NEED(pending_bucket) NEED(abort)
 #undef NEED
     return NULL;
 }

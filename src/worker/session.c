@@ -13,6 +13,7 @@
 #include "worker/diag.h"
 #include "worker/nccl_log.h"
 #include "worker/plugin.h"
+#include "worker/watchdog.h"
 
 #define WHY_LEN 384
 
@@ -98,9 +99,11 @@ cJSON *wk_session_placement(const struct wk_session *s)
     char *all = s->rank == 0 ? calloc((size_t)s->size, PLACE_RECORD) : NULL;
     /* Rank 0 says whether it has room, so that no rank waits in a gather it skipped. */
     int ok = s->rank != 0 || all != NULL;
-    if (MPI_Bcast(&ok, 1, MPI_INT, 0, world) != MPI_SUCCESS || !ok ||
-        MPI_Gather(mine, PLACE_RECORD, MPI_CHAR, all, PLACE_RECORD, MPI_CHAR, 0, world) != MPI_SUCCESS ||
-        s->rank != 0) {
+    wk_watchdog_enter("placement gather", WK_WATCHDOG_START);
+    int failed = MPI_Bcast(&ok, 1, MPI_INT, 0, world) != MPI_SUCCESS || !ok ||
+                 MPI_Gather(mine, PLACE_RECORD, MPI_CHAR, all, PLACE_RECORD, MPI_CHAR, 0, world) != MPI_SUCCESS;
+    wk_watchdog_leave();
+    if (failed || s->rank != 0) {
         free(all);
         return NULL;
     }
@@ -137,7 +140,9 @@ static void gather_reasons(const struct wk_session *s, const char *mine, char *o
     memset(line, 0, sizeof(line));
     snprintf(line, sizeof(line), "%s", mine);
     char *all = s->rank == 0 ? calloc((size_t)s->size, WHY_LEN) : NULL;
+    wk_watchdog_enter("gather of the ranks' reasons", WK_WATCHDOG_START);
     MPI_Gather(line, WHY_LEN, MPI_CHAR, all, WHY_LEN, MPI_CHAR, 0, world);
+    wk_watchdog_leave();
     if (s->rank != 0 || all == NULL) {
         if (out_len)
             out[0] = '\0';
@@ -160,6 +165,15 @@ static void gather_reasons(const struct wk_session *s, const char *mine, char *o
         prev = why;
     }
     free(all);
+}
+
+/* *all_ok = the minimum of every rank's ok, under the collective watchdog. */
+static int all_ok_of(int ok, int *all_ok, const char *what)
+{
+    wk_watchdog_enter(what, WK_WATCHDOG_START);
+    int rc = MPI_Allreduce(&ok, all_ok, 1, MPI_INT, MPI_MIN, world);
+    wk_watchdog_leave();
+    return rc;
 }
 
 static void set_default_env(const char *name, const char *value)
@@ -202,7 +216,7 @@ static int start_mpi(struct wk_session *s, int threads)
     struct wk_init in = init_args(s, threads);
     int rc = wk_backend_mpi.init(&in, &s->ctx, why, sizeof(why));
     int ok = rc == 0, all_ok = 0;
-    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, world);
+    all_ok_of(ok, &all_ok, "backend start agreement");
     if (!all_ok) {
         char reasons[1024];
         gather_reasons(s, rc == 0 ? "" : why, reasons, sizeof(reasons));
@@ -225,7 +239,7 @@ int wk_session_backend(struct wk_session *s, enum wk_backend_choice choice, int 
     if (gpu != NULL && !gpu->available(why, sizeof(why)))
         gpu = NULL;
     int ok = gpu != NULL, all_ok = 0;
-    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, world);
+    all_ok_of(ok, &all_ok, "backend choice agreement");
     if (!all_ok) {
         char reasons[1024];
         gather_reasons(s, ok ? "" : why, reasons, sizeof(reasons));
@@ -245,20 +259,30 @@ int wk_session_backend(struct wk_session *s, enum wk_backend_choice choice, int 
     int id_ok = 1;
     if (s->rank == 0 && gpu->unique_id(in.nccl_id, why, sizeof(why)) < 0)
         id_ok = 0;
+    wk_watchdog_enter("NCCL id broadcast", WK_WATCHDOG_START);
     MPI_Bcast(&id_ok, 1, MPI_INT, 0, world);
+    if (id_ok)
+        MPI_Bcast(in.nccl_id, WK_NCCL_ID_BYTES, MPI_UNSIGNED_CHAR, 0, world);
+    wk_watchdog_leave();
     if (!id_ok) {
         if (s->rank == 0)
             wk_error(NULL, "ncclGetUniqueId failed: %s", why);
         return -EIO;
     }
-    MPI_Bcast(in.nccl_id, WK_NCCL_ID_BYTES, MPI_UNSIGNED_CHAR, 0, world);
     /* Step 3: each rank's own set-up, agreed; only then the collective connect, which would
      * wait for ever on a rank that is not coming. */
     for (int step = 0; step < 2; step++) {
         why[0] = '\0';
-        int rc = step == 0 ? gpu->init(&in, &s->ctx, why, sizeof(why)) : gpu->connect(s->ctx, why, sizeof(why));
+        int rc;
+        if (step == 0) {
+            rc = gpu->init(&in, &s->ctx, why, sizeof(why));
+        } else { /* the collective: NCCL's bootstrap waits for every rank */
+            wk_watchdog_enter("NCCL communicator set-up (ncclCommInitRank)", WK_WATCHDOG_START);
+            rc = gpu->connect(s->ctx, why, sizeof(why));
+            wk_watchdog_leave();
+        }
         ok = rc == 0;
-        MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, world);
+        all_ok_of(ok, &all_ok, step == 0 ? "backend start agreement" : "NCCL connect agreement");
         if (!all_ok) {
             char reasons[1024];
             gather_reasons(s, ok ? "" : why, reasons, sizeof(reasons));
@@ -292,7 +316,7 @@ const char *wk_session_transport(const struct wk_session *s, char *out, size_t o
 int wk_session_agree(struct wk_session *s, int status)
 {
     int ok = status == 0, all_ok = 0;
-    if (MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, world) != MPI_SUCCESS)
+    if (all_ok_of(ok, &all_ok, "agreement between the ranks") != MPI_SUCCESS)
         return -EIO;
     (void)s;
     return all_ok ? 0 : -ECANCELED; /* another rank failed */
@@ -335,6 +359,7 @@ static void *finalize_watchdog(void *arg)
 
 void wk_session_end(struct wk_session *s, int status)
 {
+    wk_watchdog_backend(NULL, NULL); /* before the context goes */
     if (s->ops != NULL && s->ctx != NULL)
         s->ops->fini(s->ctx);
     s->ctx = NULL;
@@ -347,8 +372,12 @@ void wk_session_end(struct wk_session *s, int status)
              * Debian 12's MPICH (4.0, over UCX's TCP transport) a rank's endpoint close in
              * MPI_Finalize can wait for ever on a peer that has closed its own and gone on
              * (2 ranks in 2 pods: 1 job in 7 to 24, the training done and reported). */
-            if (world != MPI_COMM_NULL)
+            if (world != MPI_COMM_NULL) {
+                wk_watchdog_enter("final barrier", WK_WATCHDOG_END);
                 MPI_Barrier(world);
+                wk_watchdog_leave();
+            }
+            wk_watchdog_stop();
             static struct finalize_guard guard;
             guard.seconds = finalize_timeout_s();
             guard.status = status;
@@ -371,6 +400,8 @@ void wk_session_end(struct wk_session *s, int status)
 
 void wk_session_abort(struct wk_session *s, int code, const char *msg)
 {
+    if (!wk_watchdog_claim_abort())
+        wk_watchdog_park(); /* the collective watchdog is aborting the job and has said why */
     wk_error(NULL, "rank %d: %s", s->rank, msg);
     MPI_Abort(world == MPI_COMM_NULL ? MPI_COMM_WORLD : world, code);
     exit(code);

@@ -26,6 +26,7 @@
 #include "worker/rdma.h"
 #include "worker/session.h"
 #include "worker/train_args.h"
+#include "worker/watchdog.h"
 
 #define MSG_LEN 1024
 
@@ -82,8 +83,10 @@ static int weights_identical(struct run *r, long long step)
     if (r->ops->download(r->ctx, r->host_params, r->model.params, r->layout.parameters) < 0)
         fail_op(r, "weights download");
     uint64_t h = wk_weights_hash(r->host_params, r->layout.parameters), lo = 0, hi = 0;
+    wk_watchdog_enter(step < 0 ? "initial weights check" : "weights check", step < 0 ? WK_WATCHDOG_START : step);
     MPI_Allreduce(&h, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
     MPI_Allreduce(&h, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+    wk_watchdog_leave();
     r->check_ms += clock_now_ms_precise() - t0;
     if (lo == hi)
         return 1;
@@ -289,8 +292,10 @@ static int train(struct run *r)
             fail_op(r, "forward pass");
         if (wk_model_backward(&r->model, a->overlap, log) < 0)
             fail_op(r, "backward pass");
+        wk_watchdog_enter("gradient allreduce", s);
         if (r->ops->finish(r->ctx, &exposed) < 0)
             fail_op(r, "gradient allreduce");
+        wk_watchdog_leave();
         if (wk_model_sgd(&r->model, (float)a->lr) < 0)
             fail_op(r, "sgd");
         iv.steps++;
@@ -312,8 +317,10 @@ static int train(struct run *r)
             !weights_identical(r, s))
             return 1;
     }
+    wk_watchdog_enter("final sync", a->steps - 1);
     if (r->ops->sync(r->ctx) < 0)
         fail_op(r, "sync");
+    wk_watchdog_leave();
     double wall = clock_now_ms_precise() - timed_start - (r->check_ms - timed_check_ms);
     int identical = weights_identical(r, a->steps - 1);
     int falling = loss_last < loss_first;
@@ -394,6 +401,8 @@ int wk_train_main(int argc, char **argv)
     }
     const int rank0 = r.session.rank == 0;
     int status = 1;
+    MPI_Comm world = MPI_COMM_WORLD;
+    (void)wk_watchdog_start(&r.args.collective_timeout, &world, r.session.rank, r.session.size);
     /* Every rank computes the same answer here, so all of them stop together. */
     if (wk_train_args_check_size(&r.args, r.session.size, NULL, msg, sizeof(msg)) < 0) {
         if (rank0)
@@ -405,7 +414,9 @@ int wk_train_main(int argc, char **argv)
     if (r.args.require_rdma || wk_rdma_required()) {
         int ok = wk_rdma_check(msg, sizeof(msg)) == 0;
         int first_bad = ok ? r.session.size : r.session.rank, reporter = 0;
+        wk_watchdog_enter("RDMA check agreement", WK_WATCHDOG_START);
         MPI_Allreduce(&first_bad, &reporter, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+        wk_watchdog_leave();
         if (reporter < r.session.size) {
             if (r.session.rank == reporter)
                 wk_error("train", "rank %d: %s", reporter, msg);
@@ -417,6 +428,7 @@ int wk_train_main(int argc, char **argv)
         goto out;
     r.ops = r.session.ops;
     r.ctx = r.session.ctx;
+    wk_watchdog_backend(r.ops, r.ctx);
 
     rc = setup(&r, msg, sizeof(msg));
     if (rc < 0)

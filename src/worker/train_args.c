@@ -10,6 +10,7 @@
 #include "worker/data.h"
 #include "worker/model.h"
 #include "worker/session.h"
+#include "worker/watchdog.h"
 
 enum flag_kind {
     FLAG_INT,       /* int in [min, max] */
@@ -20,6 +21,7 @@ enum flag_kind {
     FLAG_BACKEND,   /* auto | nccl | mpi */
     FLAG_REQUIRE,   /* rdma */
     FLAG_PATH,      /* a path, kept as the argument's own string; the "" default: NULL */
+    FLAG_TIMEOUT,   /* seconds in [0, WK_COLLECTIVE_TIMEOUT_MAX_S], 0: off */
 };
 
 struct flag {
@@ -62,6 +64,10 @@ static const struct flag flags[] = {
      WK_TRAIN_MAX_THREADS},
     {"require", "rdma", "", "fail unless an RDMA device is usable (also when "
      "MPIJOB_TRANSPORT=RDMA or NCCL_NET=IB)", FLAG_REQUIRE, AT(require_rdma), 0, 0},
+    {"collective-timeout", "SECONDS", "600", "end the whole job when one allreduce (a gradient "
+     "bucket, or an agreement between the ranks) has not completed in this time, naming the "
+     "step and the ranks not heard from; 0: wait for ever. Also " WK_COLLECTIVE_TIMEOUT_ENV,
+     FLAG_TIMEOUT, AT(collective_timeout), 0, WK_COLLECTIVE_TIMEOUT_MAX_S},
     {"export", "DIR", "", "do not train: write the initial weights and the data of every step "
      "to DIR as float32 files with problem.json describing them (no MPI; for training the same "
      "problem elsewhere)", FLAG_PATH, AT(export_dir), 0, 0},
@@ -183,6 +189,14 @@ static int parse_value(const struct flag *f, const char *v, struct wk_train_args
     case FLAG_CLEAR:
         *(int *)dst = 0;
         return 0;
+    case FLAG_TIMEOUT: {
+        char why[160];
+        if (wk_watchdog_parse_timeout(v, (double *)dst, why, sizeof(why)) < 0) {
+            snprintf(err, err_len, "--%s: %s", f->name, why);
+            return -EINVAL;
+        }
+        return 0;
+    }
     case FLAG_PATH: /* empty only as the default: the parser refuses empty values */
         *(const char **)dst = v[0] == '\0' ? NULL : v;
         return 0;
@@ -198,6 +212,7 @@ int wk_train_args_parse(struct wk_train_args *a, int argc, char **argv, char *er
     for (size_t i = 0; i < FLAG_COUNT; i++)
         if (flags[i].def != NULL && parse_value(&flags[i], flags[i].def, a, err, err_len) < 0)
             return -EINVAL; /* a bad default: caught by the tests */
+    int timeout_given = 0;
 
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
@@ -237,6 +252,15 @@ int wk_train_args_parse(struct wk_train_args *a, int argc, char **argv, char *er
         }
         if (parse_value(f, value, a, err, err_len) < 0)
             return -EINVAL;
+        timeout_given |= f->kind == FLAG_TIMEOUT;
+    }
+    const char *env = getenv(WK_COLLECTIVE_TIMEOUT_ENV);
+    if (!timeout_given && env != NULL) {
+        char why[160];
+        if (wk_watchdog_parse_timeout(env, &a->collective_timeout, why, sizeof(why)) < 0) {
+            snprintf(err, err_len, "%s=%s: %s", WK_COLLECTIVE_TIMEOUT_ENV, env, why);
+            return -EINVAL;
+        }
     }
     return 0;
 }

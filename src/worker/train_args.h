@@ -28,10 +28,13 @@ struct wk_train_args {
     int require_rdma;        /* --require rdma */
     int threads;             /* OpenBLAS threads per rank (mpi backend) */
     const char *export_dir;  /* --export: write the problem there and stop; NULL: train */
+    double collective_timeout; /* seconds; 0: no watchdog (worker/watchdog.h) */
 };
 
 /* Fills a with the defaults, then the flags in argv[1..argc-1] (argv[0] is the command name).
- * Returns 0, 1 when --help was asked, or -EINVAL with err[] naming the flag and the problem. */
+ * --collective-timeout, when not given, comes from $MPIJOB_WORKER_COLLECTIVE_TIMEOUT when that
+ * is set. Returns 0, 1 when --help was asked, or -EINVAL with err[] naming the flag (or the
+ * variable) and the problem. */
 int wk_train_args_parse(struct wk_train_args *a, int argc, char **argv, char *err,
                         size_t err_len);
 

@@ -45,6 +45,7 @@ static const char FAKE_SRC[] =
     "  NOP_OP(alloc), NOP_OP(release), NOP_OP(upload), NOP_OP(download), NOP_OP(gemm),\n"
     "  NOP_OP(bias_act), NOP_OP(relu_backward), NOP_OP(bias_grad), NOP_OP(mse), NOP_OP(sgd),\n"
     "  NOP_OP(fill), NOP_OP(bucket_ready), NOP_OP(finish), NOP_OP(allreduce), NOP_OP(sync),\n"
+    "  NOP_OP(pending_bucket), NOP_OP(abort),\n"
     "};\n"
     "const struct wk_ops *mpijob_worker_backend(int abi) { (void)abi; return &table; }\n";
 

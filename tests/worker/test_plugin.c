@@ -35,7 +35,7 @@ static const char FAKE_SRC[] =
     "  NOP_OP(unique_id), NOP_OP(init), NOP_OP(connect), NOP_OP(fini), NOP_OP(error), NOP_OP(device), NOP_OP(alloc),\n"
     "  NOP_OP(release), NOP_OP(upload), NOP_OP(download), NOP_OP(gemm), NOP_OP(bias_act),\n"
     "  NOP_OP(relu_backward), NOP_OP(bias_grad), NOP_OP(mse), NOP_OP(sgd), NOP_OP(fill),\n"
-    "  NOP_OP(bucket_ready), NOP_OP(finish), NOP_OP(allreduce),\n"
+    "  NOP_OP(bucket_ready), NOP_OP(finish), NOP_OP(allreduce), NOP_OP(pending_bucket), NOP_OP(abort),\n"
     "#ifndef DROP_SYNC\n"
     "  NOP_OP(sync),\n"
     "#endif\n"

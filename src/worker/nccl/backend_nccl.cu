@@ -22,20 +22,32 @@
  *   allreduce()      a blocking reduction on compute, after whatever comm still has queued (two
  *                    operations of one communicator never run at the same time).
  *
- * The device is made current by init on the calling thread; every op is called from that thread.
+ *   ev_done[i]       recorded on comm after bucket i's ncclAllReduce: pending_bucket() (the
+ *                    collective watchdog's question, asked from its own thread) is the first
+ *                    bucket whose event has not completed.
+ *
+ * The device is made current by init on the calling thread; every op is called from that thread,
+ * but for pending_bucket and abort, which the collective watchdog calls from its own. abort only
+ * raises a flag: the thread waiting in wait_for sees it, aborts the communicator itself (as
+ * PyTorch's watchdog does, ncclCommAbort ends the communicator's kernels) and returns an error, so
+ * the communicator is never freed under a thread using it.
  * Every CUDA, cuBLAS and NCCL result is checked; a failure becomes one line in ctx->err. */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <nccl.h>
 
 #include <errno.h>
+#include <pthread.h>
 #include <sched.h>
+#include <time.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <atomic>
+#include <new>
 #include <type_traits>
 
 extern "C" {
@@ -61,6 +73,14 @@ struct wk_ctx {
     /* ev_ready[0..n_ready): ordering only (no timing), created on first use of each index. */
     cudaEvent_t *ev_ready;
     int n_ready;
+    /* ev_done[0..n_done): bucket i's reduction done (ordering only). The watchdog's thread reads
+     * them, so the array grows under done_lock. */
+    cudaEvent_t *ev_done;
+    int n_done;
+    pthread_mutex_t done_lock;
+    /* The watchdog's request (abort_requested) and the waiting thread's answer (aborted). */
+    std::atomic<int> abort_requested;
+    std::atomic<int> aborted;
     cudaEvent_t ev_compute_done; /* timed */
     cudaEvent_t ev_comm_done;    /* timed */
     cudaEvent_t ev_order;        /* ordering only: compute after comm, for allreduce() */
@@ -158,6 +178,15 @@ int wait_for(wk_ctx *ctx, const char *op, cudaStream_t stream, cudaEvent_t ev)
             return 0;
         if (e != cudaErrorNotReady)
             return cuda_fail(ctx, op, ev != NULL ? "cudaEventQuery" : "cudaStreamQuery", e);
+        if (ctx->abort_requested.load()) {
+            if (ctx->comm != NULL)
+                (void)ncclCommAbort(ctx->comm);
+            ctx->comm = NULL;
+            ctx->aborted.store(1);
+            set_err(ctx->err, sizeof(ctx->err),
+                    "%s: the communicator was aborted by the collective watchdog", op);
+            return -ETIMEDOUT;
+        }
         if (ctx->comm != NULL) {
             ncclResult_t async = ncclSuccess;
             ncclResult_t r = ncclCommGetAsyncError(ctx->comm, &async);
@@ -340,6 +369,10 @@ void fini(wk_ctx *ctx)
     for (int i = 0; i < ctx->n_ready; i++)
         (void)cudaEventDestroy(ctx->ev_ready[i]);
     free(ctx->ev_ready);
+    for (int i = 0; i < ctx->n_done; i++)
+        (void)cudaEventDestroy(ctx->ev_done[i]);
+    free(ctx->ev_done);
+    pthread_mutex_destroy(&ctx->done_lock);
     if (ctx->ev_compute_done != NULL)
         (void)cudaEventDestroy(ctx->ev_compute_done);
     if (ctx->ev_comm_done != NULL)
@@ -350,6 +383,7 @@ void fini(wk_ctx *ctx)
         (void)cudaStreamDestroy(ctx->compute);
     if (ctx->comm_stream != NULL)
         (void)cudaStreamDestroy(ctx->comm_stream);
+    ctx->~wk_ctx();
     free(ctx);
 }
 
@@ -418,11 +452,15 @@ int init(const wk_init *in, wk_ctx **out, char *why, size_t why_len)
                 in != NULL ? in->local_rank : -1);
         return -EINVAL;
     }
-    wk_ctx *ctx = (wk_ctx *)calloc(1, sizeof(*ctx));
-    if (ctx == NULL) {
+    void *mem = calloc(1, sizeof(wk_ctx));
+    if (mem == NULL) {
         set_err(why, why_len, "init: out of memory");
         return -ENOMEM;
     }
+    wk_ctx *ctx = new (mem) wk_ctx; /* zeroed by calloc; the atomics constructed */
+    ctx->abort_requested.store(0);
+    ctx->aborted.store(0);
+    pthread_mutex_init(&ctx->done_lock, NULL);
     int rc = init_steps(ctx, in);
     if (rc < 0) {
         set_err(why, why_len, "%s", ctx->err);
@@ -648,36 +686,52 @@ int fill(wk_ctx *ctx, float *x, size_t n, float value)
 
 /* ---- communication -------------------------------------------------------------------------- */
 
-/* Makes ev_ready[0..bucket] exist, growing the array (doubling) on demand. */
-int ready_event(wk_ctx *ctx, int bucket, cudaEvent_t *out)
+/* Makes (*events)[0..bucket] exist, growing the array (doubling) on demand; *count counts only
+ * created events, so fini destroys exactly those. */
+int bucket_event(wk_ctx *ctx, cudaEvent_t **events, int *count, int bucket, cudaEvent_t *out)
 {
     if (bucket < 0 || bucket >= MAX_BUCKETS) {
         set_err(ctx->err, sizeof(ctx->err), "bucket_ready: bucket %d outside 0..%d", bucket,
                 MAX_BUCKETS - 1);
         return -EINVAL;
     }
-    if (bucket >= ctx->n_ready) {
-        int want = ctx->n_ready > 0 ? ctx->n_ready : 8;
+    if (bucket >= *count) {
+        int want = *count > 0 ? *count : 8;
         while (want <= bucket)
             want *= 2;
         if (want > MAX_BUCKETS)
             want = MAX_BUCKETS;
-        cudaEvent_t *grown =
-            (cudaEvent_t *)realloc(ctx->ev_ready, (size_t)want * sizeof(*ctx->ev_ready));
+        cudaEvent_t *grown = (cudaEvent_t *)realloc(*events, (size_t)want * sizeof(**events));
         if (grown == NULL) {
             set_err(ctx->err, sizeof(ctx->err), "bucket_ready: out of memory for %d events", want);
             return -ENOMEM;
         }
-        ctx->ev_ready = grown;
-        /* n_ready counts only created events, so fini destroys exactly those. */
-        while (ctx->n_ready < want) {
+        *events = grown;
+        while (*count < want) {
             CUDA_TRY(ctx, "bucket_ready", "cudaEventCreateWithFlags",
-                     cudaEventCreateWithFlags(&ctx->ev_ready[ctx->n_ready], cudaEventDisableTiming));
-            ctx->n_ready++;
+                     cudaEventCreateWithFlags(&(*events)[*count], cudaEventDisableTiming));
+            (*count)++;
         }
     }
-    *out = ctx->ev_ready[bucket];
+    *out = (*events)[bucket];
     return 0;
+}
+
+int ready_event(wk_ctx *ctx, int bucket, cudaEvent_t *out)
+{
+    return bucket_event(ctx, &ctx->ev_ready, &ctx->n_ready, bucket, out);
+}
+
+int done_event(wk_ctx *ctx, int bucket, cudaEvent_t *out)
+{
+    if (bucket < ctx->n_done) { /* only this thread grows the array: no lock to read it */
+        *out = ctx->ev_done[bucket];
+        return 0;
+    }
+    pthread_mutex_lock(&ctx->done_lock);
+    int rc = bucket_event(ctx, &ctx->ev_done, &ctx->n_done, bucket, out);
+    pthread_mutex_unlock(&ctx->done_lock);
+    return rc;
 }
 
 int bucket_ready(wk_ctx *ctx, int bucket, float *buf, size_t n)
@@ -690,9 +744,41 @@ int bucket_ready(wk_ctx *ctx, int bucket, float *buf, size_t n)
     CUDA_TRY(ctx, "bucket_ready", "cudaStreamWaitEvent", cudaStreamWaitEvent(ctx->comm_stream, ev, 0));
     if (n == 0)
         return 0;
+    cudaEvent_t done;
+    rc = done_event(ctx, bucket, &done);
+    if (rc < 0)
+        return rc;
     NCCL_TRY(ctx, "bucket_ready", "ncclAllReduce",
              ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, ctx->comm, ctx->comm_stream));
+    CUDA_TRY(ctx, "bucket_ready", "cudaEventRecord", cudaEventRecord(done, ctx->comm_stream));
     return 0;
+}
+
+/* Buckets are reduced in the order they were made ready, one after the other on comm; an event
+ * never recorded reads as complete. */
+int pending_bucket(wk_ctx *ctx)
+{
+    if (ctx == NULL)
+        return -1;
+    (void)cudaSetDevice(ctx->device); /* this thread's current device */
+    int bucket = -1;
+    pthread_mutex_lock(&ctx->done_lock);
+    for (int i = 0; i < ctx->n_done && bucket < 0; i++)
+        if (cudaEventQuery(ctx->ev_done[i]) == cudaErrorNotReady)
+            bucket = i;
+    pthread_mutex_unlock(&ctx->done_lock);
+    return bucket;
+}
+
+int abort_comm(wk_ctx *ctx, int wait_ms)
+{
+    if (ctx == NULL)
+        return 0;
+    ctx->abort_requested.store(1);
+    struct timespec tick = {0, 1000000};
+    for (int waited = 0; !ctx->aborted.load() && waited < wait_ms; waited++)
+        nanosleep(&tick, NULL);
+    return ctx->aborted.load();
 }
 
 int finish(wk_ctx *ctx, double *exposed_ms)
@@ -764,6 +850,8 @@ wk_ops make_table()
     t.finish = finish;
     t.allreduce = allreduce;
     t.sync = sync;
+    t.pending_bucket = pending_bucket;
+    t.abort = abort_comm;
     return t;
 }
 
