@@ -710,6 +710,13 @@ def run_policy():
     }, description="Run-time policies: clean-up, retries, deadlines, suspension, scheduling.")
 
 
+# A label key: an optional DNS-subdomain prefix and '/', then a name of at most 63 characters
+# (alphanumerics, '-', '_', '.', starting and ending alphanumeric). Lengths are checked by the
+# operator too.
+LABEL_KEY_PATTERN = (r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                     r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+
+
 def networking():
     return obj({
         "transport": enum("Auto", "TCP", "RDMA", default="Auto", description=(
@@ -742,6 +749,19 @@ def networking():
     }, default={}, description=(
         "How NCCL traffic flows between the ranks. It cannot change until the job has "
         "finished."))
+
+
+def placement():
+    return obj({
+        "topologyKey": string(maxLength=317, pattern=LABEL_KEY_PATTERN, description=(
+            "A node label key (topology.kubernetes.io/zone, a rack or switch label: one RDMA "
+            "fabric): the whole gang is placed within one domain of it, or not at all. Needs "
+            "the operator's --gang-scheduling workload (Kubernetes 1.36 with the Workload API "
+            "and TopologyAwareWorkloadScheduling); under another gang scheduler, or none, the "
+            "job is refused for it.")),
+    }, description=(
+        "Where the job's pods may be placed (an extension of this operator; the reference "
+        "mpi-operator has no such field)."))
 
 
 # Fields of spec that never change after creation: the running pods, hostfile and SSH mounts
@@ -789,6 +809,7 @@ def mpijob_spec():
         }, required=["Launcher"], description=(
             "The launcher (exactly one replica, runs mpirun) and the workers (run sshd).")),
         "networking": networking(),
+        "placement": placement(),
     }, required=["mpiReplicaSpecs"], description="The desired state of the job.")
     for name in IMMUTABLE_FIELDS:
         immutable(spec["properties"][name], name)

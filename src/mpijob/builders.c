@@ -42,6 +42,10 @@ const struct kube_resource PODGROUP_VOLCANO = {"scheduling.volcano.sh", "v1beta1
                                                "PodGroup", true};
 const struct kube_resource PODGROUP_SCHED_PLUGINS = {"scheduling.x-k8s.io", "v1alpha1",
                                                      "podgroups", "PodGroup", true};
+const struct kube_resource PODGROUP_WORKLOAD_API = {"scheduling.k8s.io", "v1alpha2", "podgroups",
+                                                    "PodGroup", true};
+const struct kube_resource WORKLOADS = {"scheduling.k8s.io", "v1alpha2", "workloads", "Workload",
+                                        true};
 
 /* ---- metadata ------------------------------------------------------------------------------ */
 
@@ -140,14 +144,15 @@ static cJSON *new_object(const struct mpijob *job, const struct mpijob_options *
 
 /* ---- gang scheduling ----------------------------------------------------------------------- */
 
-enum gang { GANG_NONE, GANG_VOLCANO, GANG_SCHED_PLUGINS };
+enum gang { GANG_NONE, GANG_VOLCANO, GANG_SCHED_PLUGINS, GANG_WORKLOAD };
 
 static enum gang gang_of(const struct mpijob_options *o)
 {
     if (!o || !o->gang_scheduler || !o->gang_scheduler[0])
         return GANG_NONE;
-    return strcmp(o->gang_scheduler, GANG_SCHEDULER_VOLCANO) == 0 ? GANG_VOLCANO
-                                                                 : GANG_SCHED_PLUGINS;
+    if (strcmp(o->gang_scheduler, GANG_SCHEDULER_VOLCANO) == 0)
+        return GANG_VOLCANO;
+    return strcmp(o->gang_scheduler, GANG_SCHEDULER_WORKLOAD) == 0 ? GANG_WORKLOAD : GANG_SCHED_PLUGINS;
 }
 
 const struct kube_resource *podgroup_resource(const struct mpijob_options *o)
@@ -155,20 +160,47 @@ const struct kube_resource *podgroup_resource(const struct mpijob_options *o)
     switch (gang_of(o)) {
     case GANG_VOLCANO: return &PODGROUP_VOLCANO;
     case GANG_SCHED_PLUGINS: return &PODGROUP_SCHED_PLUGINS;
+    case GANG_WORKLOAD: return &PODGROUP_WORKLOAD_API;
     case GANG_NONE: break;
     }
     return NULL;
 }
 
+const struct kube_resource *workload_resource(const struct mpijob_options *o)
+{
+    return gang_of(o) == GANG_WORKLOAD ? &WORKLOADS : NULL;
+}
+
+bool mpijob_launcher_in_gang(const struct mpijob *job, const struct mpijob_options *o)
+{
+    return gang_of(o) != GANG_WORKLOAD || job->launcher_creation_policy == LAUNCHER_AT_STARTUP;
+}
+
+int mpijob_gang_size(const struct mpijob *job, const struct mpijob_options *o)
+{
+    int workers = job->worker.replicas > 0 ? job->worker.replicas : 0;
+    int min = job->run_policy.scheduling.min_available;
+    if (!mpijob_launcher_in_gang(job, o))
+        return min >= 1 && min < workers ? min : workers > 0 ? workers : 1;
+    return min >= 0 ? min : workers + 1;
+}
+
 /* The scheduler name and the key by which the scheduler finds the pod's group. Ours win: a
  * pod that another scheduler places would never join the gang. */
-static int join_gang(const struct mpijob *job, const struct mpijob_options *o, cJSON *meta,
+static int join_gang(const struct mpijob *job, const struct mpijob_options *o, bool launcher, cJSON *meta,
                      cJSON *spec)
 {
     enum gang g = gang_of(o);
     cJSON *map;
     int rc = 0;
-    if (g == GANG_VOLCANO) {
+    if (g == GANG_WORKLOAD) {
+        /* The scheduler finds the group by this name in the pod's namespace. */
+        if (launcher && !mpijob_launcher_in_gang(job, o))
+            return 0;
+        rc = json_child(spec, "schedulingGroup", false, &map);
+        if (rc == 0)
+            rc = json_put_string(map, "podGroupName", job->name);
+    } else if (g == GANG_VOLCANO) {
         rc = json_put_string(spec, "schedulerName", GANG_SCHEDULER_VOLCANO);
         if (rc == 0)
             rc = json_child(meta, "annotations", false, &map);
@@ -195,6 +227,73 @@ static const char *podgroup_priority_class(const struct mpijob *job)
     return s && s[0] ? s : NULL;
 }
 
+/* What a PodGroupTemplate and the PodGroup made from it share: schedulingPolicy.gang.minCount,
+ * schedulingConstraints.topology (spec.placement.topologyKey) and priorityClassName. The
+ * schedule timeout has no field in this API: kube-scheduler waits 5 minutes in Permit, fixed. */
+static int put_gang_policy(const struct mpijob *job, const struct mpijob_options *o, cJSON *spec)
+{
+    cJSON *policy = NULL, *gang = NULL;
+    int rc = json_child(spec, "schedulingPolicy", false, &policy);
+    if (rc == 0)
+        rc = json_child(policy, "gang", false, &gang);
+    if (rc == 0)
+        rc = json_put_number(gang, "minCount", mpijob_gang_size(job, o));
+    if (rc == 0 && job->placement.topology_key) {
+        cJSON *constraints = NULL, *topology = NULL, *key = cJSON_CreateObject();
+        rc = key ? json_put_string(key, "key", job->placement.topology_key) : -ENOMEM;
+        if (rc == 0)
+            rc = json_child(spec, "schedulingConstraints", false, &constraints);
+        if (rc == 0)
+            rc = json_child(constraints, "topology", true, &topology);
+        if (rc == 0) {
+            rc = json_append(topology, key);
+            key = NULL;
+        }
+        cJSON_Delete(key);
+    }
+    const char *priority = podgroup_priority_class(job);
+    if (rc == 0 && priority)
+        rc = json_put_string(spec, "priorityClassName", priority);
+    return rc;
+}
+
+cJSON *build_workload(const struct mpijob *job, const struct mpijob_options *o)
+{
+    if (gang_of(o) != GANG_WORKLOAD)
+        return NULL;
+    char api_version[128];
+    snprintf(api_version, sizeof(api_version), "%s/%s", WORKLOADS.group, WORKLOADS.version);
+    cJSON *wl = new_object(job, o, api_version, WORKLOADS.kind, job->name, NULL), *spec = NULL;
+    cJSON *ref = NULL, *templates = NULL, *tmpl = NULL;
+    int rc = wl ? json_child(wl, "spec", false, &spec) : -ENOMEM;
+    if (rc == 0)
+        rc = json_child(spec, "controllerRef", false, &ref);
+    if (rc == 0)
+        rc = json_put_string(ref, "apiGroup", MPIJOB_GROUP);
+    if (rc == 0)
+        rc = json_put_string(ref, "kind", MPIJOB_KIND);
+    if (rc == 0)
+        rc = json_put_string(ref, "name", job->name);
+    if (rc == 0)
+        rc = json_child(spec, "podGroupTemplates", true, &templates);
+    if (rc == 0) {
+        tmpl = cJSON_CreateObject();
+        rc = tmpl ? json_put_string(tmpl, "name", WORKLOAD_GANG_TEMPLATE) : -ENOMEM;
+    }
+    if (rc == 0)
+        rc = put_gang_policy(job, o, tmpl);
+    if (rc == 0) {
+        rc = json_append(templates, tmpl);
+        tmpl = NULL;
+    }
+    cJSON_Delete(tmpl);
+    if (rc < 0) {
+        cJSON_Delete(wl);
+        return NULL;
+    }
+    return wl;
+}
+
 cJSON *build_podgroup(const struct mpijob *job, const struct mpijob_options *o)
 {
     const struct kube_resource *res = podgroup_resource(o);
@@ -205,8 +304,25 @@ cJSON *build_podgroup(const struct mpijob *job, const struct mpijob_options *o)
     snprintf(api_version, sizeof(api_version), "%s/%s", res->group, res->version);
     cJSON *pg = new_object(job, o, api_version, res->kind, job->name, NULL), *spec = NULL;
     int rc = pg ? json_child(pg, "spec", false, &spec) : -ENOMEM;
+    if (rc == 0 && res == &PODGROUP_WORKLOAD_API) {
+        cJSON *ref = NULL, *workload = NULL;
+        rc = json_child(spec, "podGroupTemplateRef", false, &ref);
+        if (rc == 0)
+            rc = json_child(ref, "workload", false, &workload);
+        if (rc == 0)
+            rc = json_put_string(workload, "workloadName", job->name);
+        if (rc == 0)
+            rc = json_put_string(workload, "podGroupTemplateName", WORKLOAD_GANG_TEMPLATE);
+        if (rc == 0)
+            rc = put_gang_policy(job, o, spec);
+        if (rc < 0) {
+            cJSON_Delete(pg);
+            return NULL;
+        }
+        return pg;
+    }
     /* The launcher and every worker must start together. */
-    int min_member = policy->min_available >= 0 ? policy->min_available : job->worker.replicas + 1;
+    int min_member = mpijob_gang_size(job, o);
     if (rc == 0)
         rc = json_put_number(spec, "minMember", min_member);
     if (rc == 0 && policy->min_resources)
@@ -666,7 +782,7 @@ int build_worker_pod(const struct mpijob *job, const struct mpijob_options *o, i
     if (rc == 0)
         rc = mount_ssh_keys(job, &p);
     if (rc == 0)
-        rc = join_gang(job, o, p.meta, p.spec);
+        rc = join_gang(job, o, false, p.meta, p.spec);
     if (rc == 0)
         rc = transport_apply(job, ROLE_WORKER, p.tmpl, report);
     if (rc == 0) {
@@ -783,7 +899,7 @@ static int launcher_pod_template(const struct mpijob *job, const struct mpijob_o
     if (rc == 0)
         rc = mount_mpi_config(job, &p);
     if (rc == 0)
-        rc = join_gang(job, o, p.meta, p.spec);
+        rc = join_gang(job, o, true, p.meta, p.spec);
     if (rc == 0)
         rc = transport_apply(job, ROLE_LAUNCHER, p.tmpl, report);
     /* When mpirun fails, the end of its output (a rank's "RDMA requested but no usable device",

@@ -43,14 +43,19 @@
 
 /* Gang scheduling: the group annotation (Volcano) and label (scheduler-plugins) on pods. */
 #define GANG_SCHEDULER_VOLCANO "volcano"
+/* kube-scheduler's own (Kubernetes 1.36, scheduling.k8s.io/v1alpha2): a Workload with one
+ * PodGroupTemplate, a PodGroup made from it, and pods naming the PodGroup in
+ * spec.schedulingGroup.podGroupName. */
+#define GANG_SCHEDULER_WORKLOAD "workload"
+#define WORKLOAD_GANG_TEMPLATE "gang"
 #define VOLCANO_GROUP_ANNOTATION "scheduling.k8s.io/group-name"
 #define SCHED_PLUGINS_GROUP_LABEL "scheduling.x-k8s.io/pod-group"
 
 /* Operator flags that shape the objects. The strings are borrowed. */
 struct mpijob_options {
     const char *cluster_domain; /* NULL or "": host names end in ".svc" */
-    /* NULL or "": no gang scheduling; "volcano": Volcano; any other name: scheduler-plugins
-     * with that schedulerName. */
+    /* NULL or "": no gang scheduling; "volcano": Volcano; "workload": kube-scheduler's Workload
+     * API; any other name: scheduler-plugins with that schedulerName. */
     const char *gang_scheduler;
     const char *operator_name; /* label training.kubeflow.org/operator-name; NULL: default */
 };
@@ -58,6 +63,8 @@ struct mpijob_options {
 extern const struct kube_resource MPIJOB_RESOURCE_V2BETA1; /* kubeflow.org/v2beta1 mpijobs */
 extern const struct kube_resource PODGROUP_VOLCANO;        /* scheduling.volcano.sh/v1beta1 */
 extern const struct kube_resource PODGROUP_SCHED_PLUGINS;  /* scheduling.x-k8s.io/v1alpha1 */
+extern const struct kube_resource PODGROUP_WORKLOAD_API;   /* scheduling.k8s.io/v1alpha2 podgroups */
+extern const struct kube_resource WORKLOADS;               /* scheduling.k8s.io/v1alpha2 workloads */
 
 /* The operator's labels: operator-name, job-name, then job-role when role is given ("launcher"
  * or "worker") and replica-index when replica_index >= 0. o may be NULL. */
@@ -104,5 +111,22 @@ cJSON *build_podgroup(const struct mpijob *job, const struct mpijob_options *o);
 
 /* The PodGroup resource of o's gang scheduler, or NULL when there is none. */
 const struct kube_resource *podgroup_resource(const struct mpijob_options *o);
+
+/* Under --gang-scheduling workload: Workload J (controllerRef the MPIJob, one PodGroupTemplate
+ * "gang" with the gang's minCount, topology and priority class), the object the PodGroup's
+ * podGroupTemplateRef names. NULL under any other gang scheduler, and on ENOMEM. */
+cJSON *build_workload(const struct mpijob *job, const struct mpijob_options *o);
+/* WORKLOADS under --gang-scheduling workload, else NULL. */
+const struct kube_resource *workload_resource(const struct mpijob_options *o);
+
+/* The gang's size: schedulingPolicy.minAvailable when set, else every worker and the
+ * launcher. Under --gang-scheduling workload with launcherCreationPolicy WaitForWorkersReady the
+ * launcher cannot be in the gang (it is created once the workers run, and kube-scheduler holds a
+ * gang until minCount of its pods exist): the gang is the workers, and minAvailable is capped at
+ * their number. */
+int mpijob_gang_size(const struct mpijob *job, const struct mpijob_options *o);
+/* Whether the launcher's pod joins the gang: always under Volcano and scheduler-plugins; under
+ * the Workload API only when the launcher is created with the workers (AtStartup). */
+bool mpijob_launcher_in_gang(const struct mpijob *job, const struct mpijob_options *o);
 
 #endif

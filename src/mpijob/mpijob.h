@@ -59,6 +59,14 @@ struct mpijob_scheduling {
     int schedule_timeout_s;   /* -1: unset */
 };
 
+/* spec.placement, our extension: where the gang may be placed. */
+struct mpijob_placement {
+    /* A node label key (topology.kubernetes.io/zone, a rack or switch label): every pod of the
+     * gang in one domain of it, passed to the PodGroup's schedulingConstraints.topology under
+     * --gang-scheduling workload. NULL: anywhere. */
+    char *topology_key;
+};
+
 struct mpijob_run_policy {
     enum clean_pod_policy clean_pod_policy; /* default Running; legacy spec.cleanPodPolicy honoured */
     int backoff_limit;                      /* default 6 */
@@ -91,6 +99,7 @@ struct mpijob {
     struct mpijob_replica launcher;
     struct mpijob_replica worker;  /* worker.replicas == 0 when there is no Worker spec */
     struct mpijob_networking networking;
+    struct mpijob_placement placement;
 };
 
 /* Every problem found in a job, one "field: what is wrong" line each, in field order. */

@@ -928,6 +928,28 @@ static void parse_networking(struct check *c, const cJSON *spec, struct mpijob_n
     parse_rdma(c, n, &net->rdma);
 }
 
+/* ---- spec.placement ---------------------------------------------------------------------- */
+
+/* A label key is a qualified name, as a resource name is: "rack", "topology.kubernetes.io/zone". */
+#define MAX_LABEL_KEY_LENGTH (MAX_NAME_LENGTH + 1 + DNS_LABEL_MAX)
+
+static void parse_placement(struct check *c, const cJSON *spec, struct mpijob_placement *pl)
+{
+    const cJSON *p = NULL;
+    const char *s = NULL;
+    char q[4 * QUOTE_MAX + 16];
+    if (read_object(c, spec, "placement", "spec.placement", &p) != FIELD_SET)
+        return;
+    if (read_string(c, p, "topologyKey", "spec.placement.topologyKey", MAX_LABEL_KEY_LENGTH, &s) != FIELD_SET ||
+        !*s)
+        return;
+    if (is_resource_name(s))
+        set_string(c, &pl->topology_key, s);
+    else
+        problem(c, "spec.placement.topologyKey", "must be a node label key (a qualified name such as "
+                "topology.kubernetes.io/zone), got %s", quote(s, q, sizeof(q)));
+}
+
 /* A template's spec.hostNetwork: 1 true, 0 false, -1 not said. */
 static int template_host_network(const cJSON *tmpl)
 {
@@ -1030,6 +1052,7 @@ int mpijob_parse(const cJSON *obj, const struct mpijob_limits *limits, struct mp
         parse_run_policy(&c, spec, &job->run_policy);
         parse_replicas(&c, spec, job, &lim);
         parse_networking(&c, spec, &job->networking);
+        parse_placement(&c, spec, &job->placement);
         check_host_network(&c, job);
     }
     if (c.dropped && !c.err) {
@@ -1064,6 +1087,7 @@ void mpijob_free(struct mpijob *job)
     free(job->run_policy.scheduling.priority_class);
     cJSON_Delete(job->launcher.template);
     cJSON_Delete(job->worker.template);
+    free(job->placement.topology_key);
     free(job->networking.interface);
     free(job->networking.rdma.device_path);
     free(job->networking.rdma.resource_name);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "mpijob/builders.h"
+#include "util/json.h"
 
 #define CASE_DIR "tests/unit/data/builders"
 #define MAX_CASE_BYTES (4 << 20)
@@ -328,6 +329,93 @@ Test(builders, podgroup_resources)
     cr_assert_str_eq(PODGROUP_SCHED_PLUGINS.group, "scheduling.x-k8s.io");
     cr_assert_str_eq(PODGROUP_SCHED_PLUGINS.version, "v1alpha1");
     cr_assert_str_eq(MPIJOB_RESOURCE_V2BETA1.plural, "mpijobs");
+    mpijob_free(job);
+}
+
+static const char *pod_group_name(const cJSON *pod_spec)
+{
+    return json_string(pod_spec, "schedulingGroup.podGroupName");
+}
+
+/* --gang-scheduling workload: a Workload whose one template the PodGroup names, the same gang
+ * policy on both, and each gang pod naming the PodGroup (SPEC.md section 2, item 6). */
+Test(builders, workload_api_gang_at_startup)
+{
+    struct mpijob *job = basic_job();
+    struct mpijob_options o = {.gang_scheduler = "workload"};
+    cr_assert_eq(podgroup_resource(&o), &PODGROUP_WORKLOAD_API);
+    cr_assert_eq(workload_resource(&o), &WORKLOADS);
+    cr_assert_null(workload_resource(&(struct mpijob_options){.gang_scheduler = "volcano"}));
+    cr_assert_str_eq(WORKLOADS.group, "scheduling.k8s.io");
+    cr_assert_str_eq(WORKLOADS.version, "v1alpha2");
+    cr_assert_str_eq(PODGROUP_WORKLOAD_API.plural, "podgroups");
+    job->placement.topology_key = strdup("example.com/rack");
+    job->run_policy.scheduling.priority_class = strdup("training");
+
+    cJSON *wl = build_workload(job, &o);
+    expect_json_text(json_path(wl, "spec"),
+                     "{\"controllerRef\":{\"apiGroup\":\"kubeflow.org\",\"kind\":\"MPIJob\",\"name\":\"pi\"},"
+                     "\"podGroupTemplates\":[{\"name\":\"gang\",\"schedulingPolicy\":{\"gang\":{\"minCount\":3}},"
+                     "\"schedulingConstraints\":{\"topology\":[{\"key\":\"example.com/rack\"}]},"
+                     "\"priorityClassName\":\"training\"}]}",
+                     "Workload spec: two workers and the launcher");
+    cr_assert_str_eq(json_string(wl, "apiVersion"), "scheduling.k8s.io/v1alpha2");
+    cr_assert_str_eq(json_string(wl, "kind"), "Workload");
+    cr_assert_str_eq(json_string(wl, "metadata.name"), "pi");
+    cr_assert_not_null(json_path(wl, "metadata.ownerReferences"));
+    cJSON_Delete(wl);
+
+    cJSON *pg = build_podgroup(job, &o);
+    expect_json_text(json_path(pg, "spec"),
+                     "{\"podGroupTemplateRef\":{\"workload\":{\"workloadName\":\"pi\",\"podGroupTemplateName\":\"gang\"}},"
+                     "\"schedulingPolicy\":{\"gang\":{\"minCount\":3}},"
+                     "\"schedulingConstraints\":{\"topology\":[{\"key\":\"example.com/rack\"}]},"
+                     "\"priorityClassName\":\"training\"}",
+                     "PodGroup spec");
+    cr_assert_str_eq(json_string(pg, "apiVersion"), "scheduling.k8s.io/v1alpha2");
+    cr_assert_str_eq(json_string(pg, "metadata.name"), "pi");
+    cJSON_Delete(pg);
+
+    cJSON *pod = NULL;
+    cr_assert_eq(build_worker_pod(job, &o, 1, NULL, &pod), 0);
+    cr_assert_str_eq(pod_group_name(json_path(pod, "spec")), "pi");
+    cr_assert_null(json_string(pod, "spec.schedulerName"), "kube-scheduler's own: no schedulerName");
+    cJSON_Delete(pod);
+    cJSON *launcher = NULL;
+    cr_assert_eq(build_launcher_job(job, &o, NULL, &launcher), 0);
+    cr_assert_str_eq(pod_group_name(json_path(launcher, "spec.template.spec")), "pi",
+                     "created with the workers, the launcher is one of the gang");
+    cJSON_Delete(launcher);
+    mpijob_free(job);
+}
+
+/* WaitForWorkersReady: the launcher comes once the workers run, so it cannot be one of a gang
+ * that kube-scheduler holds until minCount of its pods exist: the gang is the workers. */
+Test(builders, workload_api_gang_waiting_for_workers)
+{
+    struct mpijob *job = basic_job();
+    struct mpijob_options o = {.gang_scheduler = "workload"}, volcano = {.gang_scheduler = "volcano"};
+    job->launcher_creation_policy = LAUNCHER_WAIT_FOR_WORKERS_READY;
+    cr_assert_eq(mpijob_gang_size(job, &o), 2);
+    cr_assert_not(mpijob_launcher_in_gang(job, &o));
+    cr_assert_eq(mpijob_gang_size(job, &volcano), 3, "the other schedulers keep the reference's rule");
+    cr_assert(mpijob_launcher_in_gang(job, &volcano));
+    job->run_policy.scheduling.min_available = 3;
+    cr_assert_eq(mpijob_gang_size(job, &o), 2, "minAvailable is capped at the workers");
+    job->run_policy.scheduling.min_available = 1;
+    cr_assert_eq(mpijob_gang_size(job, &o), 1);
+    cJSON *pg = build_podgroup(job, &o);
+    cr_assert_eq(json_int(pg, "spec.schedulingPolicy.gang.minCount", -1), 1);
+    cr_assert_null(json_path(pg, "spec.schedulingConstraints"), "no placement asked");
+    cJSON_Delete(pg);
+    cJSON *launcher = NULL;
+    cr_assert_eq(build_launcher_job(job, &o, NULL, &launcher), 0);
+    cr_assert_null(json_path(launcher, "spec.template.spec.schedulingGroup"));
+    cJSON_Delete(launcher);
+    cJSON *pod = NULL;
+    cr_assert_eq(build_worker_pod(job, &o, 0, NULL, &pod), 0);
+    cr_assert_str_eq(pod_group_name(json_path(pod, "spec")), "pi");
+    cJSON_Delete(pod);
     mpijob_free(job);
 }
 

@@ -517,7 +517,37 @@ static const struct rule_case rule_cases[] = {
     {RDMA ".gidIndex", "\"3\"", RDMA ".gidIndex: must be an integer, got string"},
     {RDMA ".gpuDirect", "\"no\"", RDMA ".gpuDirect: must be a boolean, got string"},
     {RDMA ".trafficClass", "-1", RDMA ".trafficClass: must be at least 0, got -1"},
+    {"spec.placement", "\"rack\"", "spec.placement: must be an object, got string"},
+    {"spec.placement.topologyKey", "7", "spec.placement.topologyKey: must be a string, got number"},
+    {"spec.placement.topologyKey", "\"rack id\"",
+     "spec.placement.topologyKey: must be a node label key (a qualified name such as "
+     "topology.kubernetes.io/zone), got \"rack id\""},
+    {"spec.placement.topologyKey", "\"Example.com/rack\"",
+     "spec.placement.topologyKey: must be a node label key (a qualified name such as "
+     "topology.kubernetes.io/zone), got \"Example.com/rack\""},
 };
+
+/* spec.placement, our extension: a node label key, kept as given; empty or absent is none. */
+Test(spec, placement_topology_key)
+{
+    static const char *const good[] = {"topology.kubernetes.io/zone", "rack", "example.com/switch_1"};
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        cJSON *obj = parse_text(full_job);
+        char value[128];
+        snprintf(value, sizeof(value), "\"%s\"", good[i]);
+        set_text(obj, "spec.placement.topologyKey", value);
+        struct mpijob *job = parse_ok(obj);
+        cr_expect_str_eq(job->placement.topology_key, good[i]);
+        mpijob_free(job);
+        cJSON_Delete(obj);
+    }
+    cJSON *obj = parse_text(full_job);
+    set_text(obj, "spec.placement.topologyKey", "\"\"");
+    struct mpijob *job = parse_ok(obj);
+    cr_expect_null(job->placement.topology_key);
+    mpijob_free(job);
+    cJSON_Delete(obj);
+}
 
 Test(spec, each_rule_gives_exactly_its_problem_line)
 {
