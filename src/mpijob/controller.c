@@ -14,7 +14,7 @@
 #include "util/clock.h"
 #include "util/log.h"
 
-enum { R_MPIJOBS, R_PODS, R_SERVICES, R_CONFIGMAPS, R_SECRETS, R_JOBS, R_PODGROUPS, R_COUNT };
+enum { R_MPIJOBS, R_PODS, R_SERVICES, R_CONFIGMAPS, R_SECRETS, R_JOBS, R_PODGROUPS, R_WORKLOADS, R_COUNT };
 
 struct controller {
     struct controller_config cfg;
@@ -166,6 +166,9 @@ int controller_start(const struct controller_config *cfg, struct controller **ou
     const struct kube_resource *pg = podgroup_resource(&cfg->options);
     if (rc == 0 && pg)
         rc = start_informers(c, R_PODGROUPS, pg, NULL, &c->ctx.podgroups);
+    const struct kube_resource *wl = workload_resource(&cfg->options);
+    if (rc == 0 && wl)
+        rc = start_informers(c, R_WORKLOADS, wl, NULL, &c->ctx.workloads);
     for (int r = 0; rc == 0 && r < R_COUNT; r++)
         for (size_t i = 0; rc == 0 && c->informers[r] && i < c->n_ns; i++)
             rc = informer_wait_synced(c->informers[r][i], c->cfg.sync_timeout_ms);
@@ -263,6 +266,12 @@ int controller_check_server(struct kube_client *client, const struct server_need
         log_info("API server", "server=%s version=%s note=\"%s\"", server, v.git_version, words);
 
     const struct kube_resource *pg = needs && needs->options ? podgroup_resource(needs->options) : NULL;
+    const struct kube_resource *wl = needs && needs->options ? workload_resource(needs->options) : NULL;
+    static const char workload_words[] =
+        "gang scheduling by kube-scheduler (--gang-scheduling workload): Kubernetes 1.36 or later, with "
+        "kube-apiserver --runtime-config=scheduling.k8s.io/v1alpha2=true and --feature-gates="
+        "GenericWorkload=true,GangScheduling=true on kube-apiserver, kube-scheduler and "
+        "kube-controller-manager (TopologyAwareWorkloadScheduling=true too for spec.placement)";
     const struct need list[] = {
         {&KUBE_PODS, "the workers"},
         {&KUBE_SERVICES, "the workers' headless Service"},
@@ -271,7 +280,9 @@ int controller_check_server(struct kube_client *client, const struct server_need
         {&KUBE_EVENTS, "events"},
         {&KUBE_JOBS, "the launcher"},
         {needs && needs->leases ? &KUBE_LEASES : NULL, "leader election (--leader-elect)"},
-        {pg, "gang scheduling (--gang-scheduling): install the gang scheduler and its PodGroup CRD"},
+        {wl, workload_words},
+        {wl ? NULL : pg, "gang scheduling (--gang-scheduling): install the gang scheduler and its PodGroup CRD"},
+        {wl ? pg : NULL, workload_words},
     };
     for (size_t i = 0; i < sizeof(list) / sizeof(list[0]); i++) {
         if (!list[i].res)

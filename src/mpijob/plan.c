@@ -536,7 +536,36 @@ struct workers_seen {
      * the taint manager's, the Eviction API, preemption), before its pod has failed */
     char disrupted_pod[256];
     char disrupted_message[768];
+    /* the first gang pod the scheduler could not place (PodScheduled False, Unschedulable), and
+     * its message; one saying why it does not fit is kept over one saying it waits for the rest
+     * of its gang */
+    char unschedulable_pod[256];
+    char unschedulable_message[768];
 };
+
+#define GANG_WAITING_WORDS "waiting for minCount pods"
+
+/* A pending pod the scheduler could not place: its PodScheduled message into w, preferring a
+ * reason of its own over a gang's wait. */
+static void note_unschedulable(struct workers_seen *w, const struct kube_object *o, const cJSON *pod)
+{
+    if (!pod || o->deleting || pod_state_of(pod) != POD_PENDING)
+        return;
+    const cJSON *c;
+    cJSON_ArrayForEach(c, json_path(pod, "status.conditions")) {
+        const char *t = json_string(c, "type"), *st = json_string(c, "status"), *r = json_string(c, "reason");
+        if (!t || !st || !r || strcmp(t, "PodScheduled") != 0 || strcmp(st, "False") != 0 ||
+            strcmp(r, "Unschedulable") != 0)
+            continue;
+        const char *m = json_string(c, "message");
+        bool waiting = !m || strstr(m, GANG_WAITING_WORDS);
+        bool had_waiting = !w->unschedulable_pod[0] || strstr(w->unschedulable_message, GANG_WAITING_WORDS);
+        if (!w->unschedulable_pod[0] || (!waiting && had_waiting)) {
+            snprintf(w->unschedulable_pod, sizeof(w->unschedulable_pod), "%s", o->name);
+            status_tidy_message(w->unschedulable_message, sizeof(w->unschedulable_message), m ? m : "Unschedulable");
+        }
+    }
+}
 
 /* A DisruptionTarget condition that is True: "<reason>: <message>" in out. */
 static bool disruption_of(const cJSON *pod, char *out, size_t len)
@@ -576,8 +605,10 @@ static void scan_workers(struct planner *pl, struct workers_seen *w)
             continue;
         cJSON *pod = kube_object_parse(o);
         enum pod_state state = current ? count_pod(&w->counts, pod) : pod ? pod_state_of(pod) : POD_UNKNOWN;
-        if (current)
+        if (current) {
             note_stuck(w, o, pod);
+            note_unschedulable(w, o, pod);
+        }
         if (!w->disrupted_pod[0] && state != POD_FAILED &&
             disruption_of(pod, w->disrupted_message, sizeof(w->disrupted_message)))
             snprintf(w->disrupted_pod, sizeof(w->disrupted_pod), "%s", o->name);
@@ -637,6 +668,8 @@ static bool scan_launcher_pods(struct planner *pl, struct workers_seen *w, struc
         if (!o->deleting) /* one being deleted (by the Job controller: a suspend) runs no more */
             count_pod(lc, p);
         note_stuck(w, o, p);
+        if (mpijob_launcher_in_gang(pl->job, pl->in->options))
+            note_unschedulable(w, o, p);
         if (p) {
             pod_run_of(p, run);
             attempt = attempt || (run->in_progress && !o->deleting);
@@ -751,7 +784,73 @@ static void show_stuck_pod(struct planner *pl, const struct workers_seen *w)
         announce(pl, "Warning", w->stuck, msg);
 }
 
+/* The PodGroupScheduled condition kube-scheduler writes on a Workload API PodGroup: 1 True,
+ * 0 False (its message, often empty, in msg), -1 none yet. */
+static int podgroup_scheduled(const struct kube_object *o, char *msg, size_t len)
+{
+    msg[0] = '\0';
+    if (!o || !strstr(o->json, "PodGroupScheduled"))
+        return -1;
+    cJSON *pg = kube_object_parse(o);
+    int verdict = -1;
+    const cJSON *c;
+    cJSON_ArrayForEach(c, json_path(pg, "status.conditions")) {
+        const char *t = json_string(c, "type"), *st = json_string(c, "status");
+        if (!t || !st || strcmp(t, "PodGroupScheduled") != 0)
+            continue;
+        verdict = strcmp(st, "True") == 0;
+        const char *r = json_string(c, "reason"), *m = json_string(c, "message");
+        snprintf(msg, len, "%s%s%s", r ? r : "", m && *m ? ": " : "", m && *m ? m : "");
+    }
+    cJSON_Delete(pg);
+    return verdict;
+}
+
+/* Under the Workload API: while kube-scheduler cannot place the gang, Running False with reason
+ * GangUnschedulable and the scheduler's words (a pod's own reason for not fitting, else the
+ * PodGroup's condition, else a pod waiting for the rest of its gang), and a Warning event when
+ * it first shows. It goes once the gang is placed. Pods the scheduler holds before queueing
+ * them (their PodGroup missing, fewer than minCount pods) carry no condition: nothing is said. */
+static void show_gang(struct planner *pl, const struct workers_seen *w)
+{
+    if (podgroup_resource(pl->in->options) != &PODGROUP_WORKLOAD_API)
+        return;
+    const cJSON *running = mpijob_status_condition(pl->status, MPIJOB_COND_RUNNING);
+    const char *had = json_string(running, "reason");
+    bool showing = running && had && strcmp(had, "GangUnschedulable") == 0 &&
+                   !mpijob_status_is_true(pl->status, MPIJOB_COND_RUNNING);
+    bool quiet = pl->job->run_policy.suspend || mpijob_status_finished(pl->status) ||
+                 mpijob_status_is_true(pl->status, MPIJOB_COND_RUNNING) || (running && had && !showing && w->stuck);
+    char pg_msg[600];
+    int placed = podgroup_scheduled(pl->in->podgroup.obj, pg_msg, sizeof(pg_msg));
+    bool unplaced = !quiet && (w->unschedulable_pod[0] || placed == 0) && placed != 1;
+    if (!unplaced) {
+        if (showing)
+            mpijob_status_remove_condition(pl->status, MPIJOB_COND_RUNNING);
+        return;
+    }
+    /* A pod's own reason first; the PodGroup's when it has words; a pod waiting for its gang. */
+    bool pod_reason = w->unschedulable_pod[0] && !strstr(w->unschedulable_message, GANG_WAITING_WORDS);
+    bool use_pod = pod_reason || (w->unschedulable_pod[0] && !(placed == 0 && pg_msg[0]));
+    const char *why = use_pod ? w->unschedulable_message : pg_msg;
+    char from[300];
+    if (use_pod)
+        snprintf(from, sizeof(from), "pod %s", w->unschedulable_pod);
+    else
+        snprintf(from, sizeof(from), "PodGroup %s", pl->job->name);
+    char msg[1400];
+    snprintf(msg, sizeof(msg), "MPIJob %s/%s cannot start: kube-scheduler cannot place its gang of %d pods "
+             "(PodGroup %s) all at once; %s: %s",
+             pl->job->namespace, pl->job->name, mpijob_gang_size(pl->job, pl->in->options), pl->job->name, from,
+             why[0] ? why : "Unschedulable");
+    set_condition(pl, MPIJOB_COND_RUNNING, false, "GangUnschedulable", msg);
+    if (!showing)
+        announce(pl, "Warning", "GangUnschedulable", msg);
+}
+
 /* ---- the objects the spec wants --------------------------------------------------------- */
+
+static void invalid_spec(struct planner *pl, const char *message);
 
 static void want_service(struct planner *pl)
 {
@@ -838,12 +937,60 @@ static char *podgroup_patch(const cJSON *have, const cJSON *want)
 /* The PodGroup gathers the pods for gang scheduling, so it comes before them; it follows
  * schedulingPolicy when that changes (fields a scheduler wrote are left alone); suspend
  * removes it. */
+/* --gang-scheduling workload: the Workload first (the API server's PodGroupWorkloadExists
+ * admission refuses a PodGroup whose Workload is missing), then the PodGroup made from its
+ * template, then the pods naming it. Both objects are immutable: a gang keeps the size and
+ * topology it was made with until the job is suspended (both go) and resumed (both are made
+ * again, once the old PodGroup is gone: its finalizer holds it while a pod still names it, and a
+ * new pod naming it meanwhile would join the old gang). */
+static void want_workload_gang(struct planner *pl)
+{
+    const struct mpijob *job = pl->job;
+    const struct plan_object *pgo = &pl->in->podgroup, *wlo = &pl->in->workload;
+    if (job->run_policy.suspend) {
+        if (owned(pl, pgo->obj) && !pgo->obj->deleting)
+            delete(pl, &pl->wanted, &PODGROUP_WORKLOAD_API, &(struct kube_object){.name = pgo->obj->name});
+        if (owned(pl, wlo->obj) && !wlo->obj->deleting)
+            delete(pl, &pl->wanted, &WORKLOADS, &(struct kube_object){.name = wlo->obj->name});
+        return;
+    }
+    enum presence w = presence(pl, &WORKLOADS, wlo, job->name);
+    if (w == FOREIGN)
+        return;
+    enum presence p = presence(pl, &PODGROUP_WORKLOAD_API, pgo, job->name);
+    if (p == FOREIGN)
+        return;
+    if ((w == OURS && wlo->obj->deleting) || (p == OURS && pgo->obj->deleting)) {
+        /* A suspend's gang, still going: no pod is made until it is gone (its deletion
+         * brings this job back; the requeue is a safety net). */
+        pl->blocked = true;
+        if (!pl->requeue_after_ms || pl->requeue_after_ms > 5000)
+            pl->requeue_after_ms = 5000;
+        return;
+    }
+    if (w == ABSENT)
+        create_alone(pl, &WORKLOADS, job->name, build_workload(job, pl->in->options));
+    if (p == ABSENT)
+        create_alone(pl, &PODGROUP_WORKLOAD_API, job->name, build_podgroup(job, pl->in->options));
+}
+
 static void want_podgroup(struct planner *pl)
 {
     const struct mpijob *job = pl->job;
     const struct kube_resource *pg = podgroup_resource(pl->in->options);
+    if (job->placement.topology_key && !workload_resource(pl->in->options)) {
+        invalid_spec(pl, "spec.placement.topologyKey needs gang scheduling by kube-scheduler's Workload API "
+                         "(the operator's --gang-scheduling workload, Kubernetes 1.36); this operator runs "
+                         "without it, so the gang could not be kept within one topology domain");
+        return;
+    }
     if (!pg || !pl->in->gang)
         return;
+    if (pg == &PODGROUP_WORKLOAD_API) {
+        if (pl->in->workloads)
+            want_workload_gang(pl);
+        return;
+    }
     const struct plan_object *po = &pl->in->podgroup;
     if (job->run_policy.suspend) {
         if (owned(pl, po->obj))
@@ -1214,6 +1361,7 @@ static void plan_running(struct planner *pl, struct workers_seen *w)
     if (!mpijob_status_finished(pl->status))
         plan_launcher_state(pl, w, &lc);
     show_stuck_pod(pl, w);
+    show_gang(pl, w);
     if (mpijob_status_set_replicas(pl->status, "Launcher", &lc) < 0)
         pl->nomem = true;
     set_worker_status(pl, &w->counts);

@@ -58,8 +58,9 @@ struct plan_input {
     long long generation; /* metadata.generation */
     const struct mpijob_options *options;
     time_t now;
-    struct plan_object service, configmap, secret, podgroup, launcher;
+    struct plan_object service, configmap, secret, podgroup, workload, launcher;
     bool gang;                   /* PodGroups are watched (gang scheduling configured) */
+    bool workloads;              /* Workloads are watched too (--gang-scheduling workload) */
     struct plan_object *workers; /* [job->worker.replicas], by index */
     bool *worker_counted;        /* [replicas]: a Failed worker already counted in status */
     struct kube_object **owned_pods; /* every pod the MPIJob controls (workers at any index) */

@@ -84,6 +84,10 @@ static int gather_named(struct reconcile_ctx *ctx, const struct mpijob *job, str
         in->gang = pg && ctx->podgroups.count;
         if (in->gang)
             look_up(ctx, &ctx->podgroups, pg, ns, job->name, &in->podgroup);
+        const struct kube_resource *wl = workload_resource(&ctx->options);
+        in->workloads = in->gang && wl && ctx->workloads.count;
+        if (in->workloads)
+            look_up(ctx, &ctx->workloads, wl, ns, job->name, &in->workload);
     }
     free(cm);
     free(secret);
@@ -133,7 +137,8 @@ static int gather_pods(struct reconcile_ctx *ctx, const struct mpijob *job, stru
 static void snapshot_free(struct snapshot *s)
 {
     struct plan_input *in = &s->in;
-    struct plan_object *single[] = {&in->service, &in->configmap, &in->secret, &in->podgroup, &in->launcher};
+    struct plan_object *single[] = {&in->service,  &in->configmap, &in->secret,
+                                    &in->podgroup, &in->workload,  &in->launcher};
     for (size_t i = 0; i < sizeof(single) / sizeof(single[0]); i++)
         kube_object_unref(single[i]->obj);
     for (int i = 0; in->workers && i < s->n_workers; i++)

@@ -36,6 +36,7 @@ struct reconcile_ctx {
     struct kube_client *client;
     struct cache_set mpijobs, pods, services, configmaps, secrets, jobs;
     struct cache_set podgroups; /* empty (count 0) without gang scheduling */
+    struct cache_set workloads; /* empty unless --gang-scheduling workload */
     struct event_recorder *events; /* may be NULL */
     struct mpijob_options options;
     struct mpijob_limits limits;

@@ -21,6 +21,7 @@ enum {
     SECRET = 4,
     LAUNCHER = 8,
     PODGROUP = 16,
+    WORKLOAD = 32, /* --gang-scheduling workload */
     ALL_OBJECTS = SERVICE | CONFIGMAP | SECRET | LAUNCHER,
 };
 
@@ -54,6 +55,10 @@ struct plan_case {
     const char *refusal;         /* "Kind name" refused with "exceeded quota", or NULL */
     const char *gang;            /* options.gang_scheduler */
     const char *podgroup_spec;   /* the cached PodGroup's spec, JSON */
+    const char *podgroup_status; /* the cached PodGroup's status, JSON */
+    unsigned deleting;           /* objects present with a deletionTimestamp */
+    const char *placement;       /* spec.placement.topologyKey; NULL: none */
+    const char *running_message; /* words the Running condition's message must hold; NULL: unchecked */
     const char *expect[16];      /* the action descriptions, in order */
     const char *conditions;      /* "Type=Status/Reason ..." of the new status, in order; NULL: unchecked */
     unsigned long long requeue_ms; /* 0: unchecked */
@@ -90,13 +95,15 @@ static cJSON *job_tree(const struct plan_case *c)
              "\"metadata\":{\"name\":\"pi\",\"namespace\":\"default\",\"uid\":\"uid-pi\",\"generation\":3},"
              "\"spec\":{\"slotsPerWorker\":1,\"launcherCreationPolicy\":\"%s\","
              "\"runPolicy\":{\"cleanPodPolicy\":\"%s\"%s%s},\"networking\":{\"transport\":\"%s\"},"
+             "\"placement\":{\"topologyKey\":\"%s\"},"
              "\"mpiReplicaSpecs\":{"
              "\"Launcher\":{\"replicas\":1,\"template\":{\"spec\":{\"containers\":[{\"name\":\"l\",\"image\":\"w\","
              "\"command\":[\"mpirun\",\"pi\"]}]}}},"
              "\"Worker\":{\"replicas\":%d,\"template\":{\"spec\":{\"containers\":[{\"name\":\"w\",\"image\":\"w\"}]}}}}}}",
              c->creation_policy ? c->creation_policy : "AtStartup",
              c->clean_pod_policy ? c->clean_pod_policy : "Running", c->run_policy ? "," : "",
-             c->run_policy ? c->run_policy : "", c->transport ? c->transport : "Auto", c->replicas);
+             c->run_policy ? c->run_policy : "", c->transport ? c->transport : "Auto",
+             c->placement ? c->placement : "", c->replicas);
     cJSON *tree = cJSON_Parse(text);
     cr_assert_not_null(tree, "case %s: bad job JSON", c->name);
     if (c->status)
@@ -135,6 +142,15 @@ static struct kube_object *pod(const struct pod_spec *p, const char *owner)
     bool failed = strcmp(p->phase, "Failed") == 0;
     /* "Evicting": Running, with the DisruptionTarget condition a kubelet posts before the kill */
     bool evicting = strcmp(p->phase, "Evicting") == 0;
+    /* "Unschedulable": Pending, kube-scheduler's own reason why it does not fit; "GangWaiting":
+     * Pending, it fits but waits for the rest of its gang (the Workload API's Permit) */
+    bool unschedulable = strcmp(p->phase, "Unschedulable") == 0, waiting = strcmp(p->phase, "GangWaiting") == 0;
+    char scheduled[300] = "";
+    if (unschedulable || waiting)
+        snprintf(scheduled, sizeof(scheduled),
+                 ",{\"type\":\"PodScheduled\",\"status\":\"False\",\"reason\":\"Unschedulable\",\"message\":\"%s\"}",
+                 unschedulable ? "0/3 nodes are available: 3 Insufficient cpu." :
+                                 "waiting for minCount pods from a gang to be scheduled");
     /* a worker carries the labels build_worker_pod gives it */
     const char *index = strstr(p->name, "-worker-");
     char labels[300] = "";
@@ -144,8 +160,9 @@ static struct kube_object *pod(const struct pod_spec *p, const char *owner)
                  "\":\"pi\",\"" LABEL_JOB_ROLE "\":\"worker\",\"" LABEL_REPLICA_INDEX "\":\"%s\"}},",
                  index + strlen("-worker-"));
     snprintf(text, sizeof(text),
-             "{\"kind\":\"Pod\",%s\"status\":{\"phase\":\"%s\",\"conditions\":[{\"type\":\"Ready\",\"status\":\"%s\"}%s]%s}}",
-             labels, evicting ? "Running" : p->phase, p->ready ? "True" : "False",
+             "{\"kind\":\"Pod\",%s\"status\":{\"phase\":\"%s\",\"conditions\":[{\"type\":\"Ready\",\"status\":\"%s\"}%s%s]%s}}",
+             labels, evicting ? "Running" : unschedulable || waiting ? "Pending" : p->phase, p->ready ? "True" : "False",
+             scheduled,
              evicting ? ",{\"type\":\"DisruptionTarget\",\"status\":\"True\",\"reason\":\"TerminationByKubelet\","
                         "\"message\":\"Pod ephemeral local storage usage exceeds the total limit of containers 16Mi.\"}"
                       : "",
@@ -157,19 +174,19 @@ static struct kube_object *pod(const struct pod_spec *p, const char *owner)
 }
 
 /* An object the builders make, as the cache would show it once created. */
-static struct kube_object *built(const char *name, cJSON *desired, bool foreign)
+static struct kube_object *built(const char *name, cJSON *desired, bool foreign, bool deleting)
 {
     cr_assert_not_null(desired);
     char uid[300];
     snprintf(uid, sizeof(uid), "uid-%s", name);
-    return object(name, uid, foreign ? "uid-other" : "uid-pi", false, desired);
+    return object(name, uid, foreign ? "uid-other" : "uid-pi", deleting, desired);
 }
 
 static void present(struct world *w, const struct plan_case *c, unsigned bit, struct plan_object *po,
                     const char *name, cJSON *(*make)(struct world *w, const struct plan_case *c))
 {
     if (c->have & bit)
-        po->obj = built(name, make(w, c), c->foreign & bit);
+        po->obj = built(name, make(w, c), c->foreign & bit, c->deleting & bit);
     po->pending = c->pending & bit;
 }
 
@@ -210,7 +227,15 @@ static cJSON *make_podgroup(struct world *w, const struct plan_case *c)
         cJSON_DeleteItemFromObject(pg, "spec");
         cJSON_AddItemToObject(pg, "spec", cJSON_Parse(c->podgroup_spec));
     }
+    if (c->podgroup_status)
+        cJSON_AddItemToObject(pg, "status", cJSON_Parse(c->podgroup_status));
     return pg;
+}
+
+static cJSON *make_workload(struct world *w, const struct plan_case *c)
+{
+    (void)c;
+    return build_workload(w->job, &w->options);
 }
 
 static void world_init(struct world *w, const struct plan_case *c)
@@ -227,12 +252,14 @@ static void world_init(struct world *w, const struct plan_case *c)
     struct plan_input *in = &w->in;
     *in = (struct plan_input){.job = w->job, .status = json_path(w->tree, "status"), .generation = 3,
                               .options = &w->options, .now = NOW, .workers = w->workers,
-                              .worker_counted = w->counted, .gang = c->gang != NULL};
+                              .worker_counted = w->counted, .gang = c->gang != NULL,
+                              .workloads = c->gang && strcmp(c->gang, "workload") == 0};
     present(w, c, SERVICE, &in->service, "pi", make_service);
     present(w, c, CONFIGMAP, &in->configmap, "pi-config", make_configmap);
     present(w, c, SECRET, &in->secret, "pi-ssh", make_secret);
     present(w, c, LAUNCHER, &in->launcher, "pi-launcher", make_launcher);
     present(w, c, PODGROUP, &in->podgroup, "pi", make_podgroup);
+    present(w, c, WORKLOAD, &in->workload, "pi", make_workload);
     for (int i = 0; c->workers[i].name; i++) {
         struct kube_object *o = pod(&c->workers[i], "uid-pi");
         int index = atoi(strrchr(c->workers[i].name, '-') + 1);
@@ -273,8 +300,8 @@ static void world_init(struct world *w, const struct plan_case *c)
 static void world_free(struct world *w)
 {
     struct plan_object *single[] = {&w->in.service, &w->in.configmap, &w->in.secret, &w->in.launcher,
-                                    &w->in.podgroup};
-    for (size_t i = 0; i < 5; i++)
+                                    &w->in.podgroup, &w->in.workload};
+    for (size_t i = 0; i < 6; i++)
         kube_object_unref(single[i]->obj);
     for (int i = 0; i < 6; i++)
         kube_object_unref(w->workers[i].obj);
@@ -341,6 +368,11 @@ static void check(const struct plan_case *c)
         char *conds = conditions_of(p.status);
         cr_expect_str_eq(conds, c->conditions, "case %s: conditions %s, expected %s", c->name, conds, c->conditions);
         free(conds);
+    }
+    if (c->running_message) {
+        const char *m = json_string(mpijob_status_condition(p.status, MPIJOB_COND_RUNNING), "message");
+        cr_expect(m && strstr(m, c->running_message), "case %s: Running says \"%s\", without \"%s\"", c->name,
+                  m ? m : "(nothing)", c->running_message);
     }
     if (c->launcher_counts) {
         char *got_counts = cJSON_PrintUnformatted(json_path(p.status, "replicaStatuses.Launcher"));
@@ -649,6 +681,64 @@ static const struct plan_case cases[] = {
      .replicas = 1, .gang = "volcano", .run_policy = "\"suspend\":true", .status = STATUS_CREATED,
      .have = ALL_OBJECTS | PODGROUP, .launcher_suspended = true,
      .expect = {"write status", "event Normal MPIJobSuspended", "delete PodGroup pi"}},
+
+    /* ---- --gang-scheduling workload: kube-scheduler's Workload API (Kubernetes 1.36) ---- */
+    {.name = "Workload API: the Workload, then the PodGroup made from it, before the pods",
+     .replicas = 2, .gang = "workload", .status = STATUS_CREATED, .have = SERVICE | CONFIGMAP | SECRET,
+     .placement = "example.com/rack",
+     .expect = {"write status", "create Workload pi alone", "create PodGroup pi alone", "create Pod pi-worker-0",
+                "create Pod pi-worker-1", "create Job pi-launcher alone"}},
+    {.name = "Workload API: both are immutable: a gang made for other numbers is left as it is",
+     .replicas = 1, .gang = "workload", .status = STATUS_CREATED, .have = ALL_OBJECTS | PODGROUP | WORKLOAD,
+     .podgroup_spec = "{\"schedulingPolicy\":{\"gang\":{\"minCount\":7}}}", .workers = {W(0, "Pending", false)},
+     .expect = {"write status"}},
+    {.name = "Workload API: suspend removes the PodGroup and the Workload",
+     .replicas = 1, .gang = "workload", .run_policy = "\"suspend\":true", .status = STATUS_CREATED,
+     .have = ALL_OBJECTS | PODGROUP | WORKLOAD, .launcher_suspended = true,
+     .expect = {"write status", "event Normal MPIJobSuspended", "delete PodGroup pi", "delete Workload pi"}},
+    {.name = "Workload API: a suspend's PodGroup still going is not deleted twice",
+     .replicas = 1, .gang = "workload", .run_policy = "\"suspend\":true", .status = SUSPENDED_WAS_RUNNING,
+     .have = ALL_OBJECTS | PODGROUP, .deleting = PODGROUP, .launcher_suspended = true, .settle = true,
+     .expect = {NULL}},
+    {.name = "Workload API: a resume makes no pod while the suspend's PodGroup is still going",
+     .replicas = 2, .gang = "workload", .status = SUSPENDED_WAS_RUNNING, .have = ALL_OBJECTS | PODGROUP | WORKLOAD,
+     .deleting = PODGROUP, .launcher_suspended = true, .requeue_ms = 5000,
+     .expect = {"write status", "event Normal MPIJobResumed"}},
+    {.name = "Workload API: once it is gone, a resume makes the gang again, then the pods",
+     .replicas = 1, .gang = "workload", .status = SUSPENDED_WAS_RUNNING, .have = ALL_OBJECTS,
+     .launcher_suspended = true,
+     .expect = {"write status", "event Normal MPIJobResumed", "create Workload pi alone", "create PodGroup pi alone",
+                "create Pod pi-worker-0", "patch Job pi-launcher spec"}},
+    {.name = "Workload API: a gang that cannot be placed says why, quoting the scheduler",
+     .replicas = 2, .gang = "workload", .status = STATUS_CREATED, .have = ALL_OBJECTS | PODGROUP | WORKLOAD,
+     .podgroup_status = "{\"conditions\":[{\"type\":\"PodGroupScheduled\",\"status\":\"False\",\"reason\":"
+                        "\"Unschedulable\",\"message\":\"\"}]}",
+     .workers = {W(0, "GangWaiting", false), W(1, "Unschedulable", false)},
+     .expect = {"write status", "event Warning GangUnschedulable"},
+     .running_message = "MPIJob default/pi cannot start: kube-scheduler cannot place its gang of 3 pods (PodGroup pi) "
+                        "all at once; pod pi-worker-1: 0/3 nodes are available: 3 Insufficient cpu.",
+     .conditions = "Created=True/MPIJobCreated Running=False/GangUnschedulable"},
+    {.name = "Workload API: the PodGroup's own words when no pod has any",
+     .replicas = 1, .gang = "workload", .status = STATUS_CREATED, .have = ALL_OBJECTS | PODGROUP | WORKLOAD,
+     .podgroup_status = "{\"conditions\":[{\"type\":\"PodGroupScheduled\",\"status\":\"False\",\"reason\":"
+                        "\"Unschedulable\",\"message\":\"no feasible placements found\"}]}",
+     .workers = {W(0, "Pending", false)},
+     .expect = {"write status", "event Warning GangUnschedulable"},
+     .running_message = "PodGroup pi: Unschedulable: no feasible placements found",
+     .conditions = "Created=True/MPIJobCreated Running=False/GangUnschedulable"},
+    {.name = "Workload API: once the gang is placed the condition goes",
+     .replicas = 1, .gang = "workload", .have = ALL_OBJECTS | PODGROUP | WORKLOAD,
+     .status = "{\"conditions\":[" CREATED ",{\"type\":\"Running\",\"status\":\"False\",\"reason\":"
+               "\"GangUnschedulable\",\"message\":\"m\"," T0 "}]," STARTED "}",
+     .podgroup_status = "{\"conditions\":[{\"type\":\"PodGroupScheduled\",\"status\":\"True\",\"reason\":"
+                        "\"Scheduled\"}]}",
+     .workers = {W(0, "Pending", false)},
+     .expect = {"write status"}, .conditions = "Created=True/MPIJobCreated"},
+    {.name = "spec.placement without the Workload API fails the job as an invalid spec",
+     .replicas = 1, .gang = "volcano", .placement = "example.com/rack", .status = STATUS_CREATED,
+     .have = SERVICE | CONFIGMAP | SECRET,
+     .expect = {"write status", "event Warning InvalidSpec"},
+     .conditions = "Created=True/MPIJobCreated Failed=True/InvalidSpec"},
 
     /* ---- the launcher's summary ---- */
     {.name = "summary: TCP asked and Socket used: launcherSummary and a Normal event, no mismatch",
