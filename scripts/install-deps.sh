@@ -42,6 +42,10 @@ done
 # installed, the deploy tests fail and say why, and everything else still runs.
 "$(dirname "$0")/install-helm.sh" ||
     echo "install-deps: helm could not be installed (see above); the deploy tests will fail" >&2
+# promtool (and the Prometheus server) for the monitoring tests: Debian's package, unpacked into
+# build/tools, its service never installed.
+"$(dirname "$0")/install-prometheus.sh" ||
+    echo "install-deps: promtool could not be installed (see above); the monitoring tests will fail" >&2
 
 [ -z "$missing" ] && exit 0
 

@@ -31,8 +31,15 @@
 #define SSH_KEY_MODE 0600       /* sshd refuses keys that others can read */
 #define HOSTFILE_MODE 0444
 #define DISCOVER_HOSTS_MODE 0555
-/* Rides out a worker whose sshd starts a little after its pod is Running. */
-#define SSH_CONNECT_ARGS "-o ConnectionAttempts=10"
+/* ConnectionAttempts rides out a worker whose sshd starts a little after its pod is Running;
+ * ConnectTimeout bounds each attempt at a worker that does not answer at all (else the kernel's
+ * two minutes, ten times over). ServerAlive* end an ssh session whose worker has not answered
+ * for 30 s (cut off by the network, its node gone): mpirun starts each worker's daemon through
+ * one and counts the daemon lost when it ends, which ends the run. Without them a worker cut off
+ * mid-run held mpirun until the kernel gave up on its TCP connection, about 15 minutes
+ * (docs/internals/real-nodes.md, "Faults"). */
+#define SSH_CONNECT_ARGS                                                                                     \
+    "-o ConnectionAttempts=10 -o ConnectTimeout=10 -o ServerAliveInterval=10 -o ServerAliveCountMax=3"
 #define SSH_PORT_NAME "mpijob-ssh"
 #define ENV_ROLE "K_MPI_JOB_ROLE"
 
@@ -816,7 +823,7 @@ struct env_default {
  * host network, every implementation's ssh arguments also carry the job's port. */
 static int add_mpi_env(const struct mpijob *job, struct pod *p)
 {
-    char slots[16], ssh_args[64];
+    char slots[16], ssh_args[160];
     snprintf(slots, sizeof(slots), "%d", job->slots_per_worker);
     bool host_network = job->networking.host_network && job->networking.ssh_port > 0;
     if (host_network)

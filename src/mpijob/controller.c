@@ -55,11 +55,32 @@ static void on_dependent_update(void *ctx, struct kube_object *old_obj, struct k
     on_dependent(ctx, o);
 }
 
+/* The upper bounds of mpijob_reconcile_duration_seconds, in seconds. */
+static const double RECONCILE_BUCKETS[] = {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10};
+#define N_RECONCILE_BUCKETS (sizeof(RECONCILE_BUCKETS) / sizeof(RECONCILE_BUCKETS[0]))
+#define HELP_RECONCILES "Reconciles of MPIJobs."
+#define HELP_RECONCILE_TIME "Time one reconcile took."
+#define HELP_RETRIES "Job keys put back on the queue with backoff after an error."
+
+/* The reconcile series, before the first reconcile: the counters of known label values at 0, so
+ * that a rate over them (the alerts' error ratios) is defined before the first error, and the
+ * histogram with nothing in it. */
+static void declare_metrics(struct metrics *m)
+{
+    static const char *const results[] = {"success", "error"};
+    for (size_t i = 0; i < sizeof(results) / sizeof(results[0]); i++) {
+        const char *const labels[] = {"result", results[i], NULL};
+        metrics_counter_add(m, "mpijob_reconcile_total", HELP_RECONCILES, 0, labels);
+    }
+    metrics_counter_add(m, "mpijob_workqueue_retries_total", HELP_RETRIES, 0, NULL);
+    metrics_histogram_declare(m, "mpijob_reconcile_duration_seconds", HELP_RECONCILE_TIME, RECONCILE_BUCKETS,
+                              N_RECONCILE_BUCKETS, NULL);
+}
+
 static void *worker(void *arg)
 {
     struct controller *c = arg;
     char *key;
-    static const double buckets[] = {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10};
     while (workqueue_get(c->queue, &key) == 0) {
         struct reconcile_result res = {0};
         uint64_t t0 = clock_now_ms();
@@ -67,13 +88,12 @@ static void *worker(void *arg)
         c->reconciles++;
         if (c->cfg.metrics) {
             const char *const labels[] = {"result", rc < 0 ? "error" : "success", NULL};
-            metrics_counter_add(c->cfg.metrics, "mpijob_reconcile_total", "Reconciles of MPIJobs.", 1, labels);
-            metrics_histogram_observe(c->cfg.metrics, "mpijob_reconcile_duration_seconds",
-                                      "Time one reconcile took.", buckets, sizeof(buckets) / sizeof(buckets[0]),
+            metrics_counter_add(c->cfg.metrics, "mpijob_reconcile_total", HELP_RECONCILES, 1, labels);
+            metrics_histogram_observe(c->cfg.metrics, "mpijob_reconcile_duration_seconds", HELP_RECONCILE_TIME,
+                                      RECONCILE_BUCKETS, N_RECONCILE_BUCKETS,
                                       (double)(clock_now_ms() - t0) / 1000.0, NULL);
             if (rc < 0)
-                metrics_counter_add(c->cfg.metrics, "mpijob_workqueue_retries_total",
-                                    "Job keys put back on the queue with backoff after an error.", 1, NULL);
+                metrics_counter_add(c->cfg.metrics, "mpijob_workqueue_retries_total", HELP_RETRIES, 1, NULL);
         }
         if (rc < 0) {
             /* A Conflict only means the cache was behind our own last write: routine. */
@@ -128,6 +148,8 @@ int controller_start(const struct controller_config *cfg, struct controller **ou
     if (!c)
         return KUBE_ENOMEM;
     c->cfg = *cfg;
+    if (c->cfg.metrics)
+        declare_metrics(c->cfg.metrics);
     if (c->cfg.threads <= 0)
         c->cfg.threads = 2;
     if (!c->cfg.sync_timeout_ms)

@@ -32,7 +32,8 @@ static int cache_list_by_owner(const struct cache_set *set, const char *ns, cons
     return 0;
 }
 
-/* Counts the job transitions a written status made: Created, Succeeded and Failed turning True. */
+/* Counts the job transitions a written status made: Created, Succeeded and Failed turning True,
+ * and workers replaced (status.workerRestarts going up). */
 static void count_transitions(struct reconcile_ctx *ctx, const char *ns, const cJSON *before, const cJSON *after)
 {
     if (!ctx->metrics)
@@ -48,6 +49,11 @@ static void count_transitions(struct reconcile_ctx *ctx, const char *ns, const c
     for (size_t i = 0; i < sizeof(counted) / sizeof(counted[0]); i++)
         if (mpijob_status_is_true(after, counted[i].condition) && !mpijob_status_is_true(before, counted[i].condition))
             metrics_counter_add(ctx->metrics, counted[i].metric, counted[i].help, 1, labels);
+    long long replaced = json_int(after, "workerRestarts", 0) - json_int(before, "workerRestarts", 0);
+    if (replaced > 0)
+        metrics_counter_add(ctx->metrics, "mpijob_worker_replacements_total",
+                            "Failed workers replaced (counted against backoffLimit as status.workerRestarts).",
+                            (double)replaced, labels);
 }
 
 /* ---- gathering: what the caches show, and what this controller remembers -------------------- */

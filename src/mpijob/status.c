@@ -311,14 +311,18 @@ static time_t deletion_asked_at(const cJSON *pod)
  * (Open MPI 4.1's segfault in PMIx_Finalize, exit code 139). Such a run ended after the deletion
  * was asked for, or, once the kubelet has confirmed the deletion (which rewrites the
  * deletionTimestamp to that moment, grace period 0, so the time the deletion was asked is lost),
- * ended by a signal (exit code above 128) while the pod was being deleted. */
+ * ended by a signal (exit code above 128) or followed a failed run while the pod was being
+ * deleted: a container started again after a failure is the one such a deletion stops, and
+ * mpirun stopped by SIGTERM exits 1 (seen on real nodes with backoffLimit 0, the first run's
+ * words then lost). */
 static const cJSON *failed_run(const cJSON *cs, time_t deleted_at)
 {
     const cJSON *term = json_path(cs, "state.terminated");
     const char *finished = json_string(term, "finishedAt");
     time_t t;
+    bool failed_before = json_int(json_path(cs, "lastState.terminated"), "exitCode", 0) != 0;
     bool stopped_by_deletion = deleted_at && ((finished && clock_parse_rfc3339(finished, &t) == 0 && t >= deleted_at) ||
-                                              json_int(term, "exitCode", 0) > 128);
+                                              json_int(term, "exitCode", 0) > 128 || failed_before);
     if (term && json_int(term, "exitCode", 0) != 0 && !stopped_by_deletion)
         return term;
     term = json_path(cs, "lastState.terminated");

@@ -353,18 +353,39 @@ int metrics_gauge_add(struct metrics *m, const char *name, const char *help, dou
     return gauge_update(m, name, help, v, labels, true);
 }
 
-int metrics_histogram_observe(struct metrics *m, const char *name, const char *help,
-                              const double *buckets, size_t n_buckets, double v,
-                              const char *const labels[])
+/* The histogram series, locked (lookup's contract), after checking the bounds. */
+static int histogram_series(struct metrics *m, const char *name, const char *help, const double *buckets,
+                            size_t n_buckets, const char *const labels[], struct family **f, struct series **s)
 {
-    if (isnan(v) || (n_buckets && !buckets))
+    if (n_buckets && !buckets)
         return -EINVAL;
     for (size_t i = 0; i < n_buckets; i++)
         if (!isfinite(buckets[i]) || (i > 0 && !(buckets[i] > buckets[i - 1])))
             return -EINVAL;
+    return lookup(m, name, help, KIND_HISTOGRAM, buckets, n_buckets, labels, f, s);
+}
+
+int metrics_histogram_declare(struct metrics *m, const char *name, const char *help, const double *buckets,
+                              size_t n_buckets, const char *const labels[])
+{
     struct family *f;
     struct series *s;
-    int rc = lookup(m, name, help, KIND_HISTOGRAM, buckets, n_buckets, labels, &f, &s);
+    int rc = histogram_series(m, name, help, buckets, n_buckets, labels, &f, &s);
+    if (rc < 0)
+        return rc;
+    pthread_mutex_unlock(&m->mu);
+    return 0;
+}
+
+int metrics_histogram_observe(struct metrics *m, const char *name, const char *help,
+                              const double *buckets, size_t n_buckets, double v,
+                              const char *const labels[])
+{
+    if (isnan(v))
+        return -EINVAL;
+    struct family *f;
+    struct series *s;
+    int rc = histogram_series(m, name, help, buckets, n_buckets, labels, &f, &s);
     if (rc < 0)
         return rc;
     size_t i = 0;

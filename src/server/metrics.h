@@ -39,6 +39,11 @@ int metrics_histogram_observe(struct metrics *m, const char *name, const char *h
                               const double *buckets, size_t n_buckets, double v,
                               const char *const labels[]);
 
+/* The histogram's series with nothing recorded (all counts 0), so that it is scraped before
+ * its first observation; the same bounds rule as metrics_histogram_observe. */
+int metrics_histogram_declare(struct metrics *m, const char *name, const char *help, const double *buckets,
+                              size_t n_buckets, const char *const labels[]);
+
 /* The whole registry as exposition text: families sorted by name, each with its HELP and
  * TYPE lines, series sorted by their label text. malloc'd, the caller frees it; NULL when out
  * of memory. An empty registry renders as "". */

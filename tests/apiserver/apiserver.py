@@ -67,6 +67,7 @@ from api import MPIJOB_CRD_FILE, Api  # noqa: E402
 from controllers import KUBERNETES_SERVICE_IP, KUBERNETES_SERVICE_PORT  # noqa: E402
 from crds import kind_from_crd, load_crd_file  # noqa: E402
 import release  # noqa: E402
+from builtin_kinds import workload_api_kinds  # noqa: E402
 from http_server import MAX_DEPTH, ServerHost  # noqa: E402
 from atomic import write_atomic  # noqa: E402  (tests/support)
 
@@ -192,7 +193,13 @@ def main(argv=None):
                          "it alone")
     ap.add_argument("--kubernetes", default=release.DEFAULT, choices=sorted(release.RELEASES),
                     help="the release to answer as (tests/apiserver/release.py)")
+    ap.add_argument("--workload-api", action="store_true",
+                    help="also serve kube-scheduler's Workload API, scheduling.k8s.io/v1alpha2 workloads and "
+                         "podgroups, as a 1.36 server with its runtime-config and feature gates does (implies "
+                         "--kubernetes 1.36)")
     args = ap.parse_args(argv)
+    if args.workload_api:
+        args.kubernetes = "1.36"
     release.select(args.kubernetes)
     tokens = args.token or ["test-token"]
     d = os.path.abspath(args.state_dir)
@@ -212,6 +219,9 @@ def main(argv=None):
         for kind in [k for k in api.store.kinds if k.crd]:
             api.store.remove_kind(kind)
         args.mpijob_crd = ""
+    if args.workload_api:
+        for kind in workload_api_kinds():
+            api.store.add_kind(kind)
     for spec in args.extra_crd:
         text = open(spec[1:]).read() if spec.startswith("@") else spec
         api.store.add_kind(kind_from_crd(json.loads(text)))

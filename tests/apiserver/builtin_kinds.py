@@ -591,6 +591,26 @@ def validate_workload_update(old, new, errors):
         errors.append(fe_invalid("spec.selector", Raw(go_label_selector(nsel)), "field is immutable"))
 
 
+def validate_spec_immutable(old, new, errors):
+    """Workloads and PodGroups of scheduling.k8s.io/v1alpha2: the whole spec is immutable."""
+    if (old.get("spec") or {}) != (new.get("spec") or {}):
+        errors.append(fe_invalid("spec", Raw("{...}"), "field is immutable"))
+
+
+def workload_api_kinds():
+    """kube-scheduler's Workload API of Kubernetes 1.36 (scheduling.k8s.io/v1alpha2, alpha: served
+    only with its runtime-config and the GenericWorkload feature gate; apiserver.py --workload-api).
+    Not modelled: the PodGroupWorkloadExists admission (a PodGroup naming a Workload that does not
+    exist is refused) and the PodGroup's protection finalizer; the planner's order and its wait for
+    the old group are checked on a real 1.36 control plane."""
+    return [
+        Kind("scheduling.k8s.io", ["v1alpha2"], "workloads", "Workload", "workload", status=False,
+             generation="spec", top=("spec",), update_validator=validate_spec_immutable, bookmark={"spec": {}}),
+        Kind("scheduling.k8s.io", ["v1alpha2"], "podgroups", "PodGroup", "podgroup", status=True,
+             generation="spec", update_validator=validate_spec_immutable, bookmark={"spec": {}, "status": {}}),
+    ]
+
+
 RULE_ORDER = ["verbs", "apiGroups", "resources", "resourceNames", "nonResourceURLs"]
 
 

@@ -26,6 +26,11 @@ ServiceAccount and kube-root-ca.crt) and the ServiceAccount admission plugin; th
 scheduler nor workload controllers (tests/cluster/cluster.py plays those), so its info.json does not
 say controlPlane. Without it, either server admits pods without the ServiceAccount plugin.
 
+--workload-api serves kube-scheduler's Workload API (scheduling.k8s.io/v1alpha2 workloads and
+podgroups, Kubernetes 1.36): a real release of 1.36 or later gets the API's runtime-config and its
+feature gates (WORKLOAD_API_GATES) on kube-apiserver, kube-controller-manager and kube-scheduler; an
+older one starts as usual, without it; the double answers as 1.36 and serves both kinds.
+
 --user NAME (real servers only, repeatable) adds a cluster-admin user NAME with token NAME-token
 and DIR/NAME.kubeconfig; the server's audit log, DIR/audit.log, records each of its requests once,
 as it arrives (stage RequestReceived, level Metadata). tests/bench/bench_peer.py counts two
@@ -131,6 +136,8 @@ def run_double(args):
         argv += ["--without-crds"]
     if args.control_plane:
         argv += ["--control-plane"]
+    if args.workload_api:
+        argv += ["--workload-api"]
     for f in args.rbac:
         argv += ["--rbac", f]
     if os.environ.get("MPIJOB_DOUBLE_KUBERNETES"):   # the release the double answers as (release.py)
@@ -195,10 +202,14 @@ class Real:
         self.etcd_bin = etcd_bin
         self.apiserver_bin = apiserver_bin
         self.procs = []
+        self.spawned = []       # (argv, log name, ready check or None), in start order: for restart()
         self.stopping = False
         self.stop_requested = False
 
-    def spawn(self, argv, logname):
+    def spawn(self, argv, logname, ready=None):
+        """Starts a child; `ready` (a function, true once it serves) is what restart() waits for
+        before starting the next."""
+        self.spawned.append((argv, logname, ready))
         out = open(os.path.join(self.dir, logname), "ab")
         # Each child in its own session: a SIGTERM to the launcher's process group reaches the
         # launcher alone, which then stops kube-apiserver before etcd (about 1 s instead of 4).
@@ -324,6 +335,7 @@ class Real:
                 return json.loads(resp.read()).get("health") == "true"
 
         self.wait_for("etcd", etcd_healthy, deadline)
+        self.spawned[-1] = self.spawned[-1][:2] + (etcd_healthy,)
 
         self.url = "https://127.0.0.1:%d" % port
         apiserver = self.spawn([
@@ -346,13 +358,15 @@ class Real:
             "--allow-privileged=true",
             *serviceaccount_admission(self.args),
             "--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
-        ] + real_node_flags(self.args) + self.audit_flags(rbac_user), "kube-apiserver.log")
+        ] + real_node_flags(self.args) + workload_api_flags(self.args, self.apiserver_bin, "kube-apiserver")
+            + self.audit_flags(rbac_user), "kube-apiserver.log")
 
         def readyz():
             code, _ = self.https("GET", "/readyz")
             return code == 200
 
         self.wait_for("kube-apiserver /readyz", readyz, deadline)
+        self.spawned[-1] = self.spawned[-1][:2] + (readyz,)
 
         crds = [] if self.args.without_crds else [project_crd()] + CRDS[1:]
         for c in crds:
@@ -459,8 +473,43 @@ class Real:
         with open(self.usage_log, "a") as f:
             f.write("".join(lines))
 
+    def restart(self):
+        """The whole control plane restarted, its data kept, as an upgrade or a machine's reboot
+        restarts it: every child stopped (SIGTERM; kube-apiserver before etcd), then started again
+        with the same arguments, ports and etcd data, each once the one before it serves. Asked
+        for by a test writing STATE/control/restart; STATE/control/restarted then holds
+        {"stoppedSeconds", "downSeconds", "pids"} (tests/e2e/harness.py restart_control_plane)."""
+        t0 = time.monotonic()
+        self.stop()
+        self.stopping = False
+        stopped = time.monotonic() - t0
+        spawned, self.spawned, self.procs = self.spawned, [], []
+        deadline = time.monotonic() + READY_TIMEOUT
+        for argv, logname, ready in spawned:
+            self.spawn(argv, logname, ready)
+            if ready:
+                self.wait_for(os.path.basename(argv[0]) + " after its restart", ready, deadline)
+        down = time.monotonic() - t0
+        log("control plane restarted: stopped in %.1f s, serving again after %.1f s" % (stopped, down))
+        write_atomic(os.path.join(self.dir, "pid"), "".join("%d\n" % x for x in [os.getpid()] + [p.pid for p in self.procs]))
+        return {"stoppedSeconds": round(stopped, 2), "downSeconds": round(down, 2), "pids": [p.pid for p in self.procs]}
+
+    def serve_requests(self):
+        request = os.path.join(self.dir, "control", "restart")
+        if not os.path.exists(request):
+            return
+        os.unlink(request)
+        try:
+            answer = self.restart()
+        except Stopped:
+            return
+        except (RuntimeError, OSError) as e:
+            answer = {"error": str(e)}
+        write_atomic(os.path.join(self.dir, "control", "restarted"), json.dumps(answer) + "\n")
+
     def supervise(self):
         while not self.stop_requested:
+            self.serve_requests()
             for p in self.procs:
                 if p.poll() is not None:
                     log("%s exited with status %s; stopping (logs in %s)" % (p.args[0], p.returncode, self.dir))
@@ -499,6 +548,35 @@ def real_node_flags(args):
     # (the default, 300 s, is for clusters whose nodes come back; a test would wait minutes).
     return flags + ["--endpoint-reconciler-type=none",
                     "--default-not-ready-toleration-seconds=10", "--default-unreachable-toleration-seconds=10"]
+
+
+# kube-scheduler's Workload API (--workload-api): alpha in 1.36, off unless every component has
+# these gates and the API server serves the group version (docs/internals/gang-scheduling.md).
+# WorkloadWithJob is on so that the tests see the Job controller leave the launcher Job alone.
+WORKLOAD_API_GATES = "GenericWorkload=true,GangScheduling=true,TopologyAwareWorkloadScheduling=true,WorkloadWithJob=true"
+WORKLOAD_API_MINOR = 36
+
+
+def binary_minor(path):
+    """The minor version a Kubernetes binary says it is (`kube-apiserver --version`:
+    "Kubernetes v1.36.3"), or 0."""
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30).stdout
+        return int(out.split("v1.", 1)[1].split(".", 1)[0])
+    except (OSError, IndexError, ValueError, subprocess.SubprocessError):
+        return 0
+
+
+def workload_api_flags(args, apiserver_bin, component):
+    """The flags that turn the Workload API on for `component` ("kube-apiserver", or another
+    control-plane binary), when --workload-api asks for it and the release has it (1.36 and
+    later); an older release starts as usual and the test asks discovery whether it is served."""
+    if not getattr(args, "workload_api", False) or binary_minor(apiserver_bin) < WORKLOAD_API_MINOR:
+        return []
+    flags = ["--feature-gates=" + WORKLOAD_API_GATES]
+    if component == "kube-apiserver":
+        flags.append("--runtime-config=scheduling.k8s.io/v1alpha2=true")
+    return flags
 
 
 def serviceaccount_admission(args):
@@ -545,7 +623,8 @@ class ControlPlane:
             "--cert-dir=" + os.path.join(d, "kcm-certs"),
             "--service-account-private-key-file=" + os.path.join(d, "sa.key"),
             "--root-ca-file=" + os.path.join(d, "ca.crt"),
-        ], "kube-controller-manager.log")
+        ] + workload_api_flags(real.args, real.apiserver_bin, "kube-controller-manager"), "kube-controller-manager.log",
+            lambda: self.healthz(kcm_port))
         real.spawn([
             scheduler_bin,
             "--kubeconfig=" + kubeconfig,
@@ -553,7 +632,8 @@ class ControlPlane:
             "--bind-address=127.0.0.1",
             "--secure-port=%d" % scheduler_port,
             "--cert-dir=" + os.path.join(d, "scheduler-certs"),
-        ], "kube-scheduler.log")
+        ] + workload_api_flags(real.args, real.apiserver_bin, "kube-scheduler"), "kube-scheduler.log",
+            lambda: self.healthz(scheduler_port))
         real.wait_for("kube-controller-manager /healthz", lambda: self.healthz(kcm_port), deadline)
         real.wait_for("kube-scheduler /healthz", lambda: self.healthz(scheduler_port), deadline)
 
@@ -608,6 +688,10 @@ def main():
                     help="also start kube-controller-manager and kube-scheduler from KUBEBUILDER_ASSETS, with "
                          "the ServiceAccount admission plugin on (the double: its ServiceAccounts, "
                          "kube-root-ca.crt and ServiceAccount admission)")
+    ap.add_argument("--workload-api", action="store_true",
+                    help="serve kube-scheduler's Workload API (scheduling.k8s.io/v1alpha2) where the release has "
+                         "it: a real 1.36 or later gets its runtime-config and feature gates on every component; "
+                         "the double answers as 1.36 and serves workloads and podgroups")
     ap.add_argument("--user", action="append", default=[],
                     help="(real servers only) one more cluster-admin user, NAME, with token NAME-token and "
                          "<state-dir>/NAME.kubeconfig; its requests are audited to <state-dir>/audit.log")

@@ -95,20 +95,30 @@ def invalid_values_files():
 
 
 @functools.lru_cache(maxsize=None)
-def render_text(values=(), sets=(), release=RELEASE, namespace=NAMESPACE):
+def render_text(values=(), sets=(), release=RELEASE, namespace=NAMESPACE, api_versions=()):
+    """helm template; api_versions: the APIs the cluster is said to serve (--api-versions), which
+    the ServiceMonitor and the PrometheusRule are rendered only with."""
     argv = ["template", release, CHART, "--namespace", namespace]
     for f in values:
         argv += ["-f", f]
     for s in sets:
         argv += ["--set", s]
+    for a in api_versions:
+        argv += ["--api-versions", a]
     proc = helm(*argv)
     if proc.returncode != 0:
         raise AssertionError("helm %s failed:\n%s" % (" ".join(argv), proc.stderr))
     return proc.stdout
 
 
-def render(values=(), sets=(), release=RELEASE, namespace=NAMESPACE):
-    return [d for d in yaml.safe_load_all(render_text(tuple(values), tuple(sets), release, namespace)) if d]
+def render(values=(), sets=(), release=RELEASE, namespace=NAMESPACE, api_versions=()):
+    return [d for d in yaml.safe_load_all(render_text(tuple(values), tuple(sets), release, namespace,
+                                                      tuple(api_versions))) if d]
+
+
+MONITORING_APIS = ("monitoring.coreos.com/v1/ServiceMonitor", "monitoring.coreos.com/v1/PrometheusRule")
+PROMTOOL = os.path.join(ROOT, "build", "tools", "bin", "promtool")
+MONITORING = os.path.join(CHART, "files", "monitoring")
 
 
 def load_all(path):
@@ -271,6 +281,68 @@ class Helm(unittest.TestCase):
         self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
 
 
+class Monitoring(unittest.TestCase):
+    """The chart's monitoring pieces: the alerts checked and unit-tested by promtool (Debian's,
+    scripts/install-prometheus.sh), each with its runbook; the ServiceMonitor and PrometheusRule
+    rendered only where the cluster serves the Prometheus Operator's API; the dashboard's
+    ConfigMap. That the metrics they name are served is test_operator.c's check."""
+
+    def promtool(self, *args):
+        if not os.access(PROMTOOL, os.X_OK):
+            run([os.path.join(ROOT, "scripts", "install-prometheus.sh")])
+        self.assertTrue(os.access(PROMTOOL, os.X_OK), "no promtool at %s (scripts/install-prometheus.sh)" % PROMTOOL)
+        return run([PROMTOOL] + list(args))
+
+    def alerts(self):
+        with open(os.path.join(MONITORING, "alerts.yaml")) as f:
+            return [r for g in yaml.safe_load(f)["groups"] for r in g["rules"]]
+
+    def test_promtool_check_rules(self):
+        proc = self.promtool("check", "rules", os.path.join(MONITORING, "alerts.yaml"))
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+
+    def test_promtool_test_rules(self):
+        proc = self.promtool("test", "rules", os.path.join(ROOT, "tests", "monitoring", "alerts_test.yaml"))
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+
+    def test_every_alert_has_a_runbook_and_a_firing_unit_test(self):
+        with open(os.path.join(ROOT, "docs", "operations", "alerts.md")) as f:
+            runbooks = f.read()
+        with open(os.path.join(ROOT, "tests", "monitoring", "alerts_test.yaml")) as f:
+            cases = [c for t in yaml.safe_load(f)["tests"] for c in t["alert_rule_test"]]
+        for rule in self.alerts():
+            name = rule["alert"]
+            self.assertIn("\n## %s\n" % name, runbooks, "a runbook for %s" % name)
+            self.assertTrue(rule["annotations"]["runbook_url"].endswith("docs/operations/alerts.md#" + name.lower()),
+                            rule["annotations"]["runbook_url"])
+            self.assertIn(rule["labels"]["severity"], ("warning", "critical"))
+            self.assertTrue(any(c["alertname"] == name and c.get("exp_alerts") for c in cases),
+                            "a unit test where %s fires" % name)
+
+    def test_rendered_only_where_the_api_is_served(self):
+        sets = ("serviceMonitor.enabled=true", "prometheusRule.enabled=true", "prometheusRule.labels.release=prom")
+        self.assertEqual([d["kind"] for d in render(sets=sets) if d["apiVersion"].startswith("monitoring.")], [],
+                         "nothing of monitoring.coreos.com on a cluster without it")
+        docs = render(sets=sets, api_versions=MONITORING_APIS)
+        one(docs, "ServiceMonitor", RELEASE, NAMESPACE)
+        rule = one(docs, "PrometheusRule", RELEASE, NAMESPACE)
+        self.assertEqual(rule["metadata"]["labels"]["release"], "prom")
+        with open(os.path.join(MONITORING, "alerts.yaml")) as f:
+            self.assertEqual(rule["spec"], yaml.safe_load(f), "the PrometheusRule carries alerts.yaml as it is")
+        self.assertEqual(find(render(api_versions=MONITORING_APIS), "PrometheusRule"), [], "off by default")
+
+    def test_dashboard_configmap_for_the_grafana_sidecar(self):
+        self.assertEqual(find(render(), "ConfigMap"), [], "off by default")
+        cm = one(render(sets=("grafanaDashboard.enabled=true",)), "ConfigMap", RELEASE + "-dashboard", NAMESPACE)
+        self.assertEqual(cm["metadata"]["labels"]["grafana_dashboard"], "1")
+        board = json.loads(cm["data"]["mpijob-operator.json"])
+        self.assertEqual(board["uid"], "mpijob-operator")
+        self.assertGreaterEqual(len(board["panels"]), 6)
+        for p in board["panels"]:
+            for t in p["targets"]:
+                self.assertIn("mpijob_", t["expr"], p["title"])
+
+
 def strip_labels(obj):
     obj = json.loads(json.dumps(obj))
     obj["metadata"].pop("labels", None)
@@ -382,7 +454,7 @@ class Deployment(unittest.TestCase):
 
     def test_values_reach_the_pod(self):
         (values,) = [f for f in values_files() if f.endswith("values-namespaced.yaml")]
-        docs = render(values=(values,))
+        docs = render(values=(values,), api_versions=MONITORING_APIS)
         dep = deployment(docs)
         pod = dep["spec"]["template"]["spec"]
         c = container(docs)

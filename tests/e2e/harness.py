@@ -21,6 +21,7 @@ and request_log() raise Unsupported elsewhere; pod_names_created_twice() works o
 
     c = LocalCluster()          # starts everything; needs root and make all
     c = LocalCluster(nodes=3)   # the simulation's kubelet serves three nodes (cluster.py --nodes)
+    c = LocalCluster(workload_api=True, operator_args=["--gang-scheduling", "workload"])
     c.kubectl("apply", "-f", path)
     c.restart_operator(kill=True)
     c.drop_watches()
@@ -144,11 +145,13 @@ class LocalCluster:
     nodes: how many nodes the simulation serves (cluster.py --nodes: sim-node, sim-node-1, ...),
     on the double and the real control plane; real nodes on the real-node tier (at least two)."""
 
-    def __init__(self, prefix="mpijob-e2e-", job_pod_backoff="0.5", operator="process", nodes=1):
+    def __init__(self, prefix="mpijob-e2e-", job_pod_backoff="0.5", operator="process", nodes=1,
+                 workload_api=False, operator_args=()):
         if operator not in ("process", "chart"):
             raise ValueError("operator: process or chart")
         self.mode = operator
         self.node_count = nodes
+        self.operator_args = list(operator_args)
         self.tier = tier()
         self.nodes = []
         self.real_nodes = False
@@ -167,6 +170,8 @@ class LocalCluster:
             # in-cluster configuration (default ServiceAccounts, kube-root-ca.crt).
             if control_plane_assets() or self.mode == "chart":
                 argv.append("--control-plane")
+            if workload_api:    # kube-scheduler's Workload API where the release has it (launch.py)
+                argv.append("--workload-api")
             with open(os.path.join(self.work, "launch.log"), "w") as err:
                 r = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=err)
             if r.returncode != 0:
@@ -235,7 +240,8 @@ class LocalCluster:
                 # outside the cluster the operator cannot read the cluster's DNS domain from its
                 # pod's resolv.conf: it is told, as a user running it so would tell it
                 [OPERATOR, "--kubeconfig", self.operator_kubeconfig, "--lease-namespace", "mpijob-system",
-                 "--cluster-domain", "cluster.local", "--metrics-addr", "0", "--health-addr", "0"],
+                 "--cluster-domain", "cluster.local", "--metrics-addr", "0", "--health-addr", "0"]
+                + self.operator_args,
                 stdout=log, stderr=subprocess.STDOUT)
 
     def restart_operator(self, kill=False):
@@ -438,6 +444,49 @@ class LocalCluster:
             pass
         subprocess.run(["ip", "link", "set", node["hostInterface"], "down"], check=True)
 
+    def _ask_and_wait(self, control, request, done, what, timeout, log):
+        """Asks the process watching the folder `control` for something by creating the file
+        `request` there, and waits until it writes the file `done`; returns what that file says."""
+        os.makedirs(control, exist_ok=True)
+        done = os.path.join(control, done)
+        try:
+            os.unlink(done)
+        except FileNotFoundError:
+            pass
+        with open(os.path.join(control, request), "w"):
+            pass
+        wait_for(what, lambda: os.path.exists(done), timeout, interval=0.1, describe=lambda: self.tail(log))
+        with open(done) as f:
+            return f.read().strip()
+
+    def restart_daemon(self, node_name, daemon, timeout=60):
+        """Real nodes: restarts the node's kubelet, containerd or kube-proxy as `systemctl
+        restart` does (SIGTERM, then started again: tests/cluster/realnode/nodes.py); returns
+        once the new process runs, with its process id."""
+        if not self.real_nodes:
+            raise Unsupported("restarting a node's %s needs real nodes" % daemon)
+        answer = self._ask_and_wait(os.path.join(self.cluster_state, "control"), "%s.%s.restart" % (node_name, daemon),
+                                    "%s.%s.done" % (node_name, daemon), "%s's %s restarted" % (node_name, daemon),
+                                    timeout, "cluster.log")
+        if not answer.isdigit():
+            raise RuntimeError(answer)
+        return int(answer)
+
+    def restart_control_plane(self, timeout=180):
+        """A real control plane: etcd, kube-apiserver, kube-controller-manager and kube-scheduler
+        stopped and started again with their data and ports (launch.py's restart); returns
+        {"stoppedSeconds", "downSeconds", "pids"} once all four serve again."""
+        if not self.real_apiserver:
+            raise Unsupported("restarting etcd and kube-apiserver needs a real control plane")
+        api = os.path.join(self.work, "api")
+        answer = json.loads(self._ask_and_wait(os.path.join(api, "control"), "restart", "restarted",
+                                               "the control plane restarted", timeout, "launch.log"))
+        if "error" in answer:
+            raise RuntimeError("the control plane did not restart: %s" % answer["error"])
+        with open(os.path.join(api, "pid")) as f:
+            self.api_pids = [int(x) for x in f.read().split()]
+        return answer
+
     def evict_pod(self, ns, name):
         """Has the pod's node evict it, as a kubelet does under resource pressure; returns the
         outcomes to accept once that fails the job: (the MPIJob's Failed reason, words of its
@@ -483,6 +532,32 @@ class LocalCluster:
                                     "-s", "KILL", cid], capture_output=True, text=True)
                 if r.returncode != 0:
                     raise RuntimeError("ctr tasks kill %s: %s" % (cid, r.stderr))
+
+    CUT_RULES = (["INPUT", "!", "-i", "lo", "-j", "DROP"], ["OUTPUT", "!", "-o", "lo", "-j", "DROP"])
+
+    def cut_pod_network(self, ns, name, heal=False):
+        """Real nodes: every packet into and out of the pod dropped, in its own network namespace
+        (iptables), as a failed link or switch port would leave it: nothing is refused, nothing
+        arrives; its loopback still works. heal=True removes the rules again."""
+        if not self.real_nodes:
+            raise Unsupported("cutting a pod's network needs real nodes")
+        r = self.kubectl("get", "pod", name, "-n", ns, "-o", "json")
+        if heal and r.returncode != 0:
+            return      # the pod is gone, and its network namespace with it
+        pod = json.loads(r.stdout)
+        node = next(n for n in self.nodes if n["name"] == pod["spec"]["nodeName"])
+        cid = (pod["status"]["containerStatuses"][0].get("containerID") or "").partition("://")[2]
+        tasks = subprocess.run(["ctr", "--address", node["containerd"], "-n", "k8s.io", "tasks", "ls"],
+                               capture_output=True, text=True, timeout=60, check=True).stdout
+        pid = next((int(f[1]) for f in (line.split() for line in tasks.splitlines()[1:]) if f and f[0] == cid), None)
+        if pid is None and heal:
+            return      # the container is gone
+        if pid is None:
+            raise RuntimeError("no task of %s/%s's container %s on %s:\n%s" % (ns, name, cid, node["name"], tasks))
+        for rule in self.CUT_RULES:
+            argv = ["nsenter", "-t", str(pid), "-n", "iptables", "-D" if heal else "-I", rule[0]]
+            argv += rule[1:] if heal else ["1"] + rule[1:]
+            subprocess.run(argv, check=True, capture_output=True, timeout=60)
 
     def tail(self, name, n=3000):
         try:

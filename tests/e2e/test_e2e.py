@@ -703,6 +703,68 @@ class InstalledByItsChart(JobWaits, unittest.TestCase):
         self.assertEqual(sum(holder.startswith(p["metadata"]["name"]) for p in pods), 1, holder)
         self.assertIn("started leading", self.c.operator_logs())
 
+    # The series the README promises from a replica's first scrape.
+    PROMISED = ("mpijob_operator_build_info", "mpijob_leader", "mpijob_reconcile_total",
+                "mpijob_reconcile_duration_seconds_bucket", "mpijob_api_requests_total", "mpijob_workqueue_depth",
+                "mpijob_workqueue_retries_total", "mpijob_watch_restarts_total")
+
+    def test_a2_a_real_prometheus_scrapes_both_replicas(self):
+        """Debian's Prometheus (scripts/install-prometheus.sh) scrapes the replicas at the
+        addresses of the metrics Service's EndpointSlices, as a ServiceMonitor has it do; its HTTP
+        API then shows both replicas up, one leading, and every series the README promises."""
+        if not self.c.real_nodes:
+            self.skipTest("needs real nodes: the pods' addresses must be reachable from this machine, where "
+                          "Prometheus runs; the tier here is %s" % self.c.tier)
+        prometheus = os.path.join(ROOT, "build", "tools", "bin", "prometheus")
+        if not os.access(prometheus, os.X_OK):
+            subprocess.run([os.path.join(ROOT, "scripts", "install-prometheus.sh")])
+        self.assertTrue(os.access(prometheus, os.X_OK), "no Prometheus at %s" % prometheus)
+        pods = self.c.wait_operator_pods()
+        slices = json.loads(self.kubectl("get", "endpointslices", "-n", "mpijob-system", "-l",
+                                         "kubernetes.io/service-name=mpijob-operator-metrics", "-o", "json").stdout)
+        targets = sorted("%s:%d" % (a, p["port"]) for sl in slices["items"] for e in sl.get("endpoints") or []
+                         for a in e["addresses"] for p in sl.get("ports") or [] if p.get("name") == "metrics")
+        self.assertEqual(len(targets), 2, "both replicas behind the metrics Service: %s" % slices)
+        import socket
+        import urllib.parse
+        import urllib.request
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        work = tempfile.mkdtemp(prefix="mpijob-prometheus-")
+        with open(os.path.join(work, "prometheus.yml"), "w") as f:
+            f.write("global:\n  scrape_interval: 1s\nscrape_configs:\n- job_name: mpijob-operator\n"
+                    "  static_configs:\n  - targets: %s\n" % json.dumps(targets))
+        with open(os.path.join(work, "prometheus.log"), "w") as log:
+            proc = subprocess.Popen([prometheus, "--config.file=" + os.path.join(work, "prometheus.yml"),
+                                     "--storage.tsdb.path=" + os.path.join(work, "data"),
+                                     "--web.listen-address=127.0.0.1:%d" % port], stdout=log, stderr=log)
+        try:
+            def query(q):
+                url = "http://127.0.0.1:%d/api/v1/query?query=%s" % (port, urllib.parse.quote(q))
+                try:
+                    with urllib.request.urlopen(url, timeout=5) as r:
+                        return json.loads(r.read())["data"]["result"]
+                except OSError:
+                    return None
+
+            def log_tail():
+                with open(os.path.join(work, "prometheus.log")) as f:
+                    return f.read()[-2000:]
+            wait_for("Prometheus to scrape both replicas", lambda: len(query("up == 1") or []) == 2, 120,
+                     interval=1, describe=lambda: "%s\n%s" % (query("up"), log_tail()))
+            leaders = query("sum(mpijob_leader)")
+            self.assertEqual(float(leaders[0]["value"][1]), 1.0, leaders)
+            self.assertEqual(len(query("mpijob_operator_build_info")), 2)
+            names = {r["metric"]["__name__"] for r in query('count by (__name__) ({__name__=~"mpijob_.*"})')}
+            self.assertEqual(sorted(set(self.PROMISED) - names), [], "promised by the README, scraped: %s" % names)
+            print("Prometheus %s scraped both replicas (%s): sum(mpijob_leader) 1, %d mpijob_ series"
+                  % (subprocess.run([prometheus, "--version"], capture_output=True, text=True).stdout.split()[2],
+                     ", ".join(p["metadata"]["name"] for p in pods), len(names)), file=sys.stderr, flush=True)
+        finally:
+            proc.terminate()
+            proc.wait(30)
+
     def test_b_example_succeeds_and_survives_its_operator_pod_deleted(self):
         """The example runs to Succeeded while the leading operator pod is deleted mid-job: the
         Deployment replaces it, the standby takes the Lease, nothing is created twice."""

@@ -1105,8 +1105,8 @@ Test(controller, host_network_jobs_get_their_own_ssh_ports_which_a_restart_keeps
     cJSON *launcher = test_kube_get(env.admin, &KUBE_JOBS, "default", "hn-a-launcher");
     cr_assert_not_null(launcher);
     const cJSON *lenv = json_path(cJSON_GetArrayItem(json_path(launcher, "spec.template.spec.containers"), 0), "env");
-    char args[64];
-    snprintf(args, sizeof(args), "-o ConnectionAttempts=10 -p %d", port_a);
+    char args[160];
+    snprintf(args, sizeof(args), "-o ConnectionAttempts=10 -o ConnectTimeout=10 -o ServerAliveInterval=10 -o ServerAliveCountMax=3 -p %d", port_a);
     cr_assert_str_eq(env_value(lenv, "OMPI_MCA_plm_rsh_args"), args);
     cr_assert_str_eq(env_value(lenv, "PRTE_MCA_plm_ssh_args"), args);
     cr_assert(cJSON_IsTrue(json_path(launcher, "spec.template.spec.hostNetwork")));

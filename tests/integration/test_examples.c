@@ -166,8 +166,8 @@ Test(examples, hostnetwork_rdma_example_puts_pods_on_the_node_network_with_a_por
     cr_assert_str_eq(json_string(spec, "dnsPolicy"), "ClusterFirstWithHostNet");
     const char *port = env_value(job, "MPIJOB_SSH_PORT");
     cr_assert_not_null(port);
-    char args[64];
-    snprintf(args, sizeof(args), "-o ConnectionAttempts=10 -p %s", port);
+    char args[160];
+    snprintf(args, sizeof(args), "-o ConnectionAttempts=10 -o ConnectTimeout=10 -o ServerAliveInterval=10 -o ServerAliveCountMax=3 -p %s", port);
     cr_assert_str_eq(env_value(job, "OMPI_MCA_plm_rsh_args"), args);
     cr_assert_str_eq(env_value(job, "NCCL_NET"), "IB");
     cr_assert_str_eq(env_value(job, "NCCL_SOCKET_IFNAME"), "ens1f0");

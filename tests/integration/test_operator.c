@@ -158,6 +158,19 @@ Test(operator, an_older_server_is_warned_naming_the_oldest_tested_version, .time
     test_operator_stop(&op);
 }
 
+/* The operator started with --gang-scheduling `gang` against `srv`, which lacks the API that
+ * needs: it must exit 1 at start. The server is stopped; the caller reads the log and stops op. */
+static struct test_operator gang_scheduling_fails_to_start(struct test_apiserver *srv, const char *gang)
+{
+    char *const args[] = {(char *)binary, "--kubeconfig", srv->operator_kubeconfig, "--gang-scheduling", (char *)gang,
+                          "--metrics-addr", "0", "--health-addr", "0", NULL};
+    struct test_operator op = spawn(args);
+    int rc = wait_exit(&op);
+    test_apiserver_stop(srv);
+    cr_assert_eq(rc, 1, "--gang-scheduling %s: exit status %d", gang, rc);
+    return op;
+}
+
 /* An API the operator's flags need and the server does not serve (--gang-scheduling volcano
  * without Volcano's PodGroup CRD) is an error at start naming the API, not a controller that
  * starts and fails every job. */
@@ -165,15 +178,26 @@ Test(operator, an_api_it_needs_and_the_server_lacks_is_an_error_naming_it, .time
 {
     struct test_apiserver srv;
     cr_assert_eq(test_apiserver_start_without_crds(&srv), 0);
-    char *const args[] = {(char *)binary, "--kubeconfig", srv.operator_kubeconfig, "--gang-scheduling", "volcano",
-                          "--metrics-addr", "0", "--health-addr", "0", NULL};
-    struct test_operator op = spawn(args);
-    int rc = wait_exit(&op);
-    test_apiserver_stop(&srv);
-    cr_assert_eq(rc, 1, "exit status %d", rc);
+    struct test_operator op = gang_scheduling_fails_to_start(&srv, "volcano");
     cr_assert(test_operator_log_has(&op, "does not serve scheduling.volcano.sh/v1beta1 podgroups, which the operator "
                                          "needs for gang scheduling (--gang-scheduling)"),
               "the API and what it is for are named");
+    test_operator_stop(&op);
+}
+
+/* --gang-scheduling workload against a server without kube-scheduler's Workload API (the double
+ * as 1.32, a real 1.32, or a 1.36 started without the API's runtime-config and gates) stops at
+ * start naming the API and what turns it on: never a silent fallback to no gang. */
+Test(operator, gang_scheduling_workload_without_the_api_is_an_error_naming_it, .timeout = 180)
+{
+    struct test_apiserver srv;
+    cr_assert_eq(test_apiserver_start(&srv), 0);
+    struct test_operator op = gang_scheduling_fails_to_start(&srv, "workload");
+    cr_assert(test_operator_log_has(&op, "does not serve scheduling.k8s.io/v1alpha2 workloads, which the operator "
+                                         "needs for gang scheduling by kube-scheduler (--gang-scheduling workload)"),
+              "the API and what it is for are named");
+    cr_assert(test_operator_log_has(&op, "--runtime-config=scheduling.k8s.io/v1alpha2=true"), "the runtime-config");
+    cr_assert(test_operator_log_has(&op, "GenericWorkload=true,GangScheduling=true"), "and the feature gates");
     test_operator_stop(&op);
 }
 
@@ -242,6 +266,63 @@ Test(operator, serves_a_job_and_stops_on_sigterm, .timeout = 240)
     kill(op.pid, SIGTERM);
     int rc = wait_exit(&op);
     cr_assert_eq(rc, 0, "SIGTERM: exit 0 (got %d)", rc);
+    test_operator_stop(&op);
+    kube_client_free(admin);
+    test_apiserver_stop(&srv);
+}
+
+/* Every metric that an alert of the chart's PrometheusRule or a panel of its Grafana dashboard
+ * names (tests/monitoring/metric_names.py lists them) is in a scrape of a running operator that
+ * has seen a job succeed, and a job fail after a worker was replaced: a rename or a typo cannot
+ * leave an alert watching nothing. */
+Test(operator, every_metric_an_alert_or_the_dashboard_names_is_served, .timeout = 240)
+{
+    struct test_apiserver srv;
+    cr_assert_eq(test_apiserver_start(&srv), 0);
+    struct kube_client *admin = test_kube_client(&srv, NULL);
+    char *const args[] = {(char *)binary, "--kubeconfig", srv.operator_kubeconfig, "--namespace", "default",
+                          "--leader-elect=false", "--metrics-addr", "127.0.0.1:0", "--health-addr", "0", NULL};
+    struct test_operator op = spawn(args);
+    create_job(admin, "default", "fine", 1);
+    create_job(admin, "default", "flaky", 2);
+    cr_assert(test_kube_wait_exists(admin, &KUBE_JOBS, "default", "fine-launcher", WAIT_MS));
+    cr_assert(test_kube_wait_exists(admin, &KUBE_PODS, "default", "flaky-worker-1", WAIT_MS));
+    int port = test_operator_port(&op, "metrics");
+    cr_assert_gt(port, 0);
+    static char body[262144];
+    test_finish_job(admin, "default", "fine-launcher", "Complete", "CompletionsReached");
+    cr_assert(wait_metric(port, "mpijob_jobs_succeeded_total{namespace=\"default\"} 1\n", body, sizeof(body)),
+              "%s", body);
+    struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE, .subresource = "status"};
+    cr_assert_eq(kube_patch(admin, &KUBE_PODS, "default", "flaky-worker-1",
+                            "{\"status\":{\"phase\":\"Failed\",\"containerStatuses\":[{\"name\":\"w\",\"state\":"
+                            "{\"terminated\":{\"exitCode\":137,\"reason\":\"OOMKilled\"}}}]}}",
+                            &po, NULL, NULL), 0);
+    cr_assert(wait_metric(port, "mpijob_worker_replacements_total{namespace=\"default\"} 1\n", body, sizeof(body)),
+              "the replaced worker counted:\n%s", body);
+    test_finish_job(admin, "default", "flaky-launcher", "Failed", "BackoffLimitExceeded");
+    cr_assert(wait_metric(port, "mpijob_jobs_failed_total{namespace=\"default\"} 1\n", body, sizeof(body)), "%s",
+              body);
+
+    char cmd[4200];
+    snprintf(cmd, sizeof(cmd), "python3 '%s/tests/monitoring/metric_names.py'",
+             getenv("MPIJOB_SRC_DIR") ? getenv("MPIJOB_SRC_DIR") : ".");
+    FILE *names = popen(cmd, "r");
+    cr_assert_not_null(names);
+    char line[256], name[128], where[64], missing[4096] = "";
+    int n = 0;
+    while (fgets(line, sizeof(line), names))
+        if (sscanf(line, "%127s %63s", name, where) == 2) {
+            n++;
+            char with_labels[160], bare[160];
+            snprintf(with_labels, sizeof(with_labels), "\n%s{", name);
+            snprintf(bare, sizeof(bare), "\n%s ", name);
+            if (!strstr(body, with_labels) && !strstr(body, bare))
+                snprintf(missing + strlen(missing), sizeof(missing) - strlen(missing), " %s (%s)", name, where);
+        }
+    cr_assert_eq(pclose(names), 0, "metric_names.py failed");
+    cr_assert_gt(n, 10, "the alerts and the dashboard name metrics");
+    cr_assert_str_eq(missing, "", "named but not served:%s\nthe scrape:\n%s", missing, body);
     test_operator_stop(&op);
     kube_client_free(admin);
     test_apiserver_stop(&srv);

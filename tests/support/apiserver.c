@@ -139,7 +139,16 @@ static int read_pids(const char *dir, int *pids, int max)
 
 static void track(const char *dir, int pid);
 
+static int start_with2(struct test_apiserver *s, const char *extra_arg, const char *extra_arg2, const char *rbac_file,
+                      long long timeout_ms);
+
 static int start_with(struct test_apiserver *s, const char *extra_arg, const char *rbac_file, long long timeout_ms)
+{
+    return start_with2(s, extra_arg, NULL, rbac_file, timeout_ms);
+}
+
+static int start_with2(struct test_apiserver *s, const char *extra_arg, const char *extra_arg2, const char *rbac_file,
+                      long long timeout_ms)
 {
     memset(s, 0, sizeof(*s));
     pthread_once(&curl_once, curl_init_once);
@@ -177,7 +186,7 @@ static int start_with(struct test_apiserver *s, const char *extra_arg, const cha
         snprintf(rbac, sizeof(rbac), "%s/%s", test_src_dir(), TEST_RBAC_DEFAULT);
     snprintf(s->operator_kubeconfig, sizeof(s->operator_kubeconfig), "%s/operator.kubeconfig", s->dir);
     char *const argv[] = {python, script, "--state-dir", s->dir, "--token", s->token, "--rbac", rbac,
-                          (char *)extra_arg, NULL};
+                          (char *)(extra_arg ? extra_arg : extra_arg2), (char *)(extra_arg ? extra_arg2 : NULL), NULL};
     static const char exec_failed[] = "test_apiserver: cannot exec python3\n";
 
     pid_t parent = getpid();
@@ -492,6 +501,13 @@ int test_apiserver_start_control_plane(struct test_apiserver *s)
     if (test_apiserver_assets() != TEST_ASSETS_CONTROL_PLANE)
         return test_apiserver_start(s);
     return start_with(s, "--control-plane", NULL, CONTROL_PLANE_START_TIMEOUT_MS);
+}
+
+int test_apiserver_start_workload_api(struct test_apiserver *s)
+{
+    if (test_apiserver_assets() != TEST_ASSETS_CONTROL_PLANE)
+        return start_with2(s, "--workload-api", NULL, NULL, START_TIMEOUT_MS);
+    return start_with2(s, "--control-plane", "--workload-api", NULL, CONTROL_PLANE_START_TIMEOUT_MS);
 }
 
 int test_apiserver_namespace(struct test_apiserver *s, const char *name)

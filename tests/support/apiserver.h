@@ -65,6 +65,13 @@ int test_apiserver_start_without_crds(struct test_apiserver *s);
  * test_apiserver_assets() first and skip). */
 int test_apiserver_start_control_plane(struct test_apiserver *s);
 
+/* As test_apiserver_start_control_plane, with kube-scheduler's Workload API
+ * (scheduling.k8s.io/v1alpha2) where the server can serve it (launch.py --workload-api): a real
+ * server of 1.36 or later with the API's runtime-config and feature gates on every component, or
+ * the double in its 1.36 mode serving the two kinds. An older real server starts as usual, without
+ * it: the caller asks discovery. */
+int test_apiserver_start_workload_api(struct test_apiserver *s);
+
 /* Stops every server process (SIGTERM, then SIGKILL after 5 s) and removes the state directory.
  * Safe to call twice or after a failed start. */
 void test_apiserver_stop(struct test_apiserver *s);

@@ -26,6 +26,12 @@ void test_controller_env_start_control_plane(struct test_controller_env *env)
     clients(env);
 }
 
+void test_controller_env_start_workload_api(struct test_controller_env *env)
+{
+    cr_assert_eq(test_apiserver_start_workload_api(&env->srv), 0, "API server did not start");
+    clients(env);
+}
+
 void test_controller_env_run(struct test_controller_env *env, int threads, const char *gang_scheduler)
 {
     struct controller_config cfg = {.client = env->operator_client, .threads = threads, .events = env->recorder,

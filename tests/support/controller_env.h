@@ -23,6 +23,9 @@ void test_controller_env_start(struct test_controller_env *env);
 /* The same on a real control plane when KUBEBUILDER_ASSETS has one (the Job controller and the
  * scheduler run: env->srv.control_plane), else as test_controller_env_start. */
 void test_controller_env_start_control_plane(struct test_controller_env *env);
+/* The same with kube-scheduler's Workload API where the server can have it
+ * (test_apiserver_start_workload_api). */
+void test_controller_env_start_workload_api(struct test_controller_env *env);
 /* Starts the controller on the operator's client, with `threads` reconcile threads and gang
  * scheduling by gang_scheduler (NULL: none). */
 void test_controller_env_run(struct test_controller_env *env, int threads, const char *gang_scheduler);

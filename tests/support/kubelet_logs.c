@@ -49,20 +49,21 @@ static void remove_dir(const char *dir)
     }
 }
 
-static int create_node(struct test_apiserver *s, const char *node, int port)
+static int create_node(struct test_apiserver *s, const char *node, int port, const char *capacity, const char *labels)
 {
     char body[2048];
     snprintf(body, sizeof(body),
-             "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"%s\",\"labels\":{"
+             "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"%s\",\"labels\":{%s%s"
              "\"kubernetes.io/hostname\":\"%s\",\"kubernetes.io/os\":\"linux\",\"kubernetes.io/arch\":\"amd64\"}},"
              "\"status\":{\"addresses\":[{\"type\":\"InternalIP\",\"address\":\"127.0.0.1\"},"
              "{\"type\":\"Hostname\",\"address\":\"%s\"}],"
              "\"daemonEndpoints\":{\"kubeletEndpoint\":{\"Port\":%d}},"
-             "\"capacity\":{\"cpu\":\"64\",\"memory\":\"256Gi\",\"pods\":\"250\"},"
-             "\"allocatable\":{\"cpu\":\"64\",\"memory\":\"256Gi\",\"pods\":\"250\"},"
+             "\"capacity\":{%s%s\"cpu\":\"64\",\"memory\":\"256Gi\",\"pods\":\"250\"},"
+             "\"allocatable\":{%s%s\"cpu\":\"64\",\"memory\":\"256Gi\",\"pods\":\"250\"},"
              "\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\",\"reason\":\"KubeletReady\","
              "\"message\":\"kubelet is posting ready status\"}]}}",
-             node, node, node, port);
+             node, labels ? labels : "", labels && labels[0] ? "," : "", node, node, port, capacity ? capacity : "",
+             capacity && capacity[0] ? "," : "", capacity ? capacity : "", capacity && capacity[0] ? "," : "");
     int code = test_apiserver_request(s, "POST", "/api/v1/nodes", NULL, body, NULL);
     if (code != 201) {
         fprintf(stderr, "test_kubelet: creating Node %s answered %d\n", node, code);
@@ -83,6 +84,12 @@ static int create_node(struct test_apiserver *s, const char *node, int port)
 }
 
 int test_kubelet_start(struct test_kubelet *k, struct test_apiserver *s, const char *node)
+{
+    return test_kubelet_start_shaped(k, s, node, NULL, NULL);
+}
+
+int test_kubelet_start_shaped(struct test_kubelet *k, struct test_apiserver *s, const char *node,
+                              const char *capacity, const char *labels)
 {
     memset(k, 0, sizeof(*k));
     snprintf(k->node, sizeof(k->node), "%s", node);
@@ -152,7 +159,7 @@ int test_kubelet_start(struct test_kubelet *k, struct test_apiserver *s, const c
         remove_dir(k->dir);
         return -1;
     }
-    if (create_node(s, k->node, k->port) < 0) {
+    if (create_node(s, k->node, k->port, capacity, labels) < 0) {
         stop_child(k);
         remove_dir(k->dir);
         return -1;
@@ -171,7 +178,7 @@ int test_kubelet_gone_node(struct test_apiserver *s, const char *node)
         port = ntohs(a.sin_port);
     if (fd >= 0)
         close(fd);
-    return port > 0 ? create_node(s, node, port) : -1;
+    return port > 0 ? create_node(s, node, port, NULL, NULL) : -1;
 }
 
 int test_kubelet_write_log(struct test_kubelet *k, const char *ns, const char *pod, const char *container,

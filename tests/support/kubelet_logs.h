@@ -23,6 +23,11 @@ struct test_kubelet {
 
 /* 0, or -1 with a message on stderr (nothing left running then). */
 int test_kubelet_start(struct test_kubelet *k, struct test_apiserver *s, const char *node);
+/* The same with more capacity (`capacity`: JSON members added to status.capacity and
+ * allocatable, e.g. an extended resource "\"example.com/gpu\":\"1\"", which the scheduler counts)
+ * and more labels (JSON members, e.g. "\"example.com/rack\":\"a\""); either may be NULL. */
+int test_kubelet_start_shaped(struct test_kubelet *k, struct test_apiserver *s, const char *node,
+                              const char *capacity, const char *labels);
 /* Creates a Node whose kubelet is gone: 127.0.0.1 at a port nothing listens on, so that reading a
  * log of a pod bound to it fails as it does when a node is lost (dial tcp ...: connection
  * refused). 0 or -1. Deleted by the caller (or with the server). */

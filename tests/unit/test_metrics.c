@@ -123,6 +123,35 @@ Test(metrics, histogram_buckets_are_cumulative_with_inf_sum_and_count)
     metrics_free(m);
 }
 
+/* Declared before any observation: scraped with zero counts, and an observation then counts as
+ * usual; other bounds than the declared ones are refused. */
+Test(metrics, a_declared_histogram_renders_zero_counts)
+{
+    struct metrics *m = metrics_new();
+    const double b[] = {0.1, 1};
+    cr_assert_eq(metrics_histogram_declare(m, "rec_seconds", "Reconcile time.", b, 2, NULL), 0);
+    cr_assert_eq(metrics_histogram_declare(m, "rec_seconds", "Reconcile time.", b, 2, NULL), 0, "twice is fine");
+    char *text = metrics_render(m);
+    cr_assert_str_eq(text, "# HELP rec_seconds Reconcile time.\n"
+                           "# TYPE rec_seconds histogram\n"
+                           "rec_seconds_bucket{le=\"0.1\"} 0\n"
+                           "rec_seconds_bucket{le=\"1\"} 0\n"
+                           "rec_seconds_bucket{le=\"+Inf\"} 0\n"
+                           "rec_seconds_sum 0\n"
+                           "rec_seconds_count 0\n");
+    cr_assert_eq(promcheck(text), 0);
+    free(text);
+    cr_assert_eq(metrics_histogram_observe(m, "rec_seconds", NULL, b, 2, 0.5, NULL), 0);
+    text = metrics_render(m);
+    cr_assert_not_null(strstr(text, "rec_seconds_bucket{le=\"1\"} 1\nrec_seconds_bucket{le=\"+Inf\"} 1\n"), "%s", text);
+    free(text);
+    const double other[] = {0.5};
+    cr_assert_eq(metrics_histogram_declare(m, "rec_seconds", NULL, other, 1, NULL), -EINVAL);
+    const double bad[] = {1, 0.5};
+    cr_assert_eq(metrics_histogram_declare(m, "bad_seconds", NULL, bad, 2, NULL), -EINVAL);
+    metrics_free(m);
+}
+
 Test(metrics, special_values)
 {
     struct metrics *m = metrics_new();

@@ -211,6 +211,30 @@ Test(status, pod_runs_of_a_restarting_launcher)
     cJSON_Delete(p);
 }
 
+/* A launcher pod being deleted (`deletion`: its metadata's members) in `phase`, its container's
+ * current run `state` and, unless NULL, the run before it: pod_run_of must quote `want`, or find
+ * no failure when want is NULL. */
+#define ASKED_DELETION "\"deletionTimestamp\":\"2026-01-01T00:00:40Z\",\"deletionGracePeriodSeconds\":30"
+#define CONFIRMED_DELETION "\"deletionTimestamp\":\"2026-01-01T00:00:12Z\",\"deletionGracePeriodSeconds\":0"
+static void expect_run_of_deleted_pod(const char *deletion, const char *phase, const char *state, const char *last_state,
+                                      const char *want)
+{
+    char text[1024];
+    snprintf(text, sizeof(text),
+             "{\"metadata\":{%s},\"status\":{\"phase\":\"%s\",\"containerStatuses\":[{\"name\":\"l\","
+             "\"state\":{\"terminated\":%s}%s%s%s}]}}",
+             deletion, phase, state, last_state ? ",\"lastState\":{\"terminated\":" : "", last_state ? last_state : "",
+             last_state ? "}" : "");
+    cJSON *p = cJSON_Parse(text);
+    cr_assert_not_null(p, "%s", text);
+    struct pod_run run;
+    pod_run_of(p, &run);
+    cr_assert_eq(run.failed, want != NULL, "%s", text);
+    if (want)
+        cr_assert_str_eq(run.message, want);
+    cJSON_Delete(p);
+}
+
 /* A Job out of retries has its pod deleted; the kubelet had just started the container again
  * (restartPolicy OnFailure), and that run, stopped by the deletion, ended in a crash dump. The
  * run before it says why the job failed. */
@@ -232,33 +256,24 @@ Test(status, a_run_stopped_by_the_pods_deletion_is_not_the_failure)
     cJSON_Delete(p);
 
     /* a run that failed before the deletion was asked for is the failure */
-    p = cJSON_Parse(
-        "{\"metadata\":{\"deletionTimestamp\":\"2026-01-01T00:00:40Z\",\"deletionGracePeriodSeconds\":30},"
-        "\"status\":{\"phase\":\"Failed\",\"containerStatuses\":[{\"name\":\"l\","
-        "\"state\":{\"terminated\":{\"exitCode\":3,\"finishedAt\":\"2026-01-01T00:00:05Z\",\"message\":\"own words\"}}}]}}");
-    pod_run_of(p, &run);
-    cr_assert_str_eq(run.message, "container l exited with code 3: own words");
-    cJSON_Delete(p);
+    expect_run_of_deleted_pod(ASKED_DELETION, "Failed",
+                              "{\"exitCode\":3,\"finishedAt\":\"2026-01-01T00:00:05Z\",\"message\":\"own words\"}", NULL,
+                              "container l exited with code 3: own words");
 
     /* Once the kubelet confirms the deletion, deletionTimestamp is the moment the pod goes (grace
      * 0), after the stopped run ended (as seen on 1.36.3): a run that ended by a signal while the
      * pod is deleted was stopped by it. */
-    p = cJSON_Parse(
-        "{\"metadata\":{\"deletionTimestamp\":\"2026-01-01T00:00:12Z\",\"deletionGracePeriodSeconds\":0},"
-        "\"status\":{\"phase\":\"Failed\",\"containerStatuses\":[{\"name\":\"l\","
-        "\"state\":{\"terminated\":{\"exitCode\":139,\"finishedAt\":\"2026-01-01T00:00:11Z\",\"message\":\"Segmentation fault\"}},"
-        "\"lastState\":{\"terminated\":{\"exitCode\":1,\"finishedAt\":\"2026-01-01T00:00:09Z\",\"message\":\"no usable device\"}}}]}}");
-    pod_run_of(p, &run);
-    cr_assert(run.failed);
-    cr_assert_str_eq(run.message, "container l exited with code 1: no usable device");
-    cJSON_Delete(p);
-
+    expect_run_of_deleted_pod(CONFIRMED_DELETION, "Failed",
+                              "{\"exitCode\":139,\"finishedAt\":\"2026-01-01T00:00:11Z\",\"message\":\"Segmentation fault\"}",
+                              "{\"exitCode\":1,\"finishedAt\":\"2026-01-01T00:00:09Z\",\"message\":\"no usable device\"}",
+                              "container l exited with code 1: no usable device");
+    /* ... and a run after a failed one: mpirun stopped by SIGTERM exits 1, so the exit code does
+     * not tell; the failed run before it does */
+    expect_run_of_deleted_pod(CONFIRMED_DELETION, "Failed", "{\"exitCode\":1,\"finishedAt\":\"2026-01-01T00:00:11Z\"}",
+                              "{\"exitCode\":255,\"finishedAt\":\"2026-01-01T00:00:09Z\","
+                              "\"message\":\"ORTE was unable to reliably start one or more daemons.\"}",
+                              "container l exited with code 255: ORTE was unable to reliably start one or more daemons.");
     /* the only run was stopped by the deletion: no failure of the job's own */
-    p = cJSON_Parse(
-        "{\"metadata\":{\"deletionTimestamp\":\"2026-01-01T00:00:40Z\",\"deletionGracePeriodSeconds\":30},"
-        "\"status\":{\"phase\":\"Running\",\"containerStatuses\":[{\"name\":\"l\","
-        "\"state\":{\"terminated\":{\"exitCode\":143,\"finishedAt\":\"2026-01-01T00:00:12Z\"}}}]}}");
-    pod_run_of(p, &run);
-    cr_assert(!run.failed);
-    cJSON_Delete(p);
+    expect_run_of_deleted_pod(ASKED_DELETION, "Running", "{\"exitCode\":143,\"finishedAt\":\"2026-01-01T00:00:12Z\"}", NULL,
+                              NULL);
 }

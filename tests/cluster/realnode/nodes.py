@@ -17,6 +17,10 @@ namespace, containerd}). Nothing leaves the machine: see network.py. Needs root.
 node's capacity, as a device plugin or `kubectl patch node --subresource=status` would; a real
 kubelet reports cpu and memory itself, so those are refused.
 
+A test restarts one daemon of a node (kubelet, containerd, kube-proxy) as `systemctl restart`
+would by writing STATE/control/NODE.DAEMON.restart; STATE/control/NODE.DAEMON.done then holds the
+new process id (nodes.json is rewritten with it).
+
 A run that died without cleaning up (SIGKILL) is swept by the next one: /run/mpijob-realnodes
 holds each run's prefix and process id.
 """
@@ -479,10 +483,7 @@ class RealNodes:
                 if e.code != 409:
                     raise
         self.wait("CoreDNS available", self.coredns_ready)
-        info = [{"name": n.name, "ip": n.net.ip, "podCIDR": n.net.pod_cidr, "namespace": n.net.ns,
-                 "hostInterface": n.net.host_if, "containerd": n.socket, "podLogsDir": n.path("pod-logs"),
-                 "pids": {d.name: d.proc.pid for d in n.daemons.values()}} for n in self.nodes]
-        write_atomic(os.path.join(self.state_dir, "nodes.json"), json.dumps(info, indent=1) + "\n")
+        self.write_nodes_json()
         write_atomic(os.path.join(self.state_dir, "ready"), "%d\n" % os.getpid())
         log.info("%d real nodes up in %.1f s: %s", len(self.nodes), time.monotonic() - t0,
                  ", ".join("%s (%s)" % (n.name, n.net.ip) for n in self.nodes))
@@ -536,15 +537,57 @@ class RealNodes:
         return [(p["metadata"]["name"], p.get("status", {}).get("phase"),
                  [c.get("state") for c in p.get("status", {}).get("containerStatuses") or []]) for p in pods]
 
+    def restart(self, node_name, daemon):
+        """Restarts one daemon of a node as `systemctl restart` does: SIGTERM, then the same
+        command again. A containerd stopped so leaves its containers running under their shims,
+        and the new one takes them up again; a kubelet restarted finds its pods as they are."""
+        node = next(n for n in self.nodes if n.name == node_name)
+        old = node.daemons[daemon]
+        t0 = time.monotonic()
+        old.stop()
+        node.daemons[daemon] = Daemon(old.name, old.argv, old.log_path).start()
+        log.info("%s: %s restarted (pid %d, was %d; stopped in %.1f s)", node_name, daemon,
+                 node.daemons[daemon].proc.pid, old.proc.pid, time.monotonic() - t0)
+        self.write_nodes_json()
+        return node.daemons[daemon].proc.pid
+
+    def serve_requests(self):
+        """STATE/control/NODE.DAEMON.restart, written by a test (tests/e2e/harness.py
+        restart_daemon), asks for restart(NODE, DAEMON); STATE/control/NODE.DAEMON.done answers
+        with the new process id, or "error: ..."."""
+        control = os.path.join(self.state_dir, "control")
+        try:
+            names = sorted(os.listdir(control))
+        except OSError:
+            return
+        for name in names:
+            if not name.endswith(".restart"):
+                continue
+            node_name, _, daemon = name[:-len(".restart")].rpartition(".")
+            try:
+                answer = "%d\n" % self.restart(node_name, daemon)
+            except (StopIteration, KeyError, OSError, subprocess.SubprocessError) as e:
+                answer = "error: %s %s: %r\n" % (node_name, daemon, e)
+            os.unlink(os.path.join(control, name))
+            write_atomic(os.path.join(control, name[:-len(".restart")] + ".done"), answer)
+
+    def write_nodes_json(self):
+        info = [{"name": n.name, "ip": n.net.ip, "podCIDR": n.net.pod_cidr, "namespace": n.net.ns,
+                 "hostInterface": n.net.host_if, "containerd": n.socket, "podLogsDir": n.path("pod-logs"),
+                 "pids": {d.name: d.proc.pid for d in n.daemons.values()}} for n in self.nodes]
+        write_atomic(os.path.join(self.state_dir, "nodes.json"), json.dumps(info, indent=1) + "\n")
+
     def watch_daemons(self, stop):
         """Until stop is set: a daemon that exits is logged (a node whose kubelet is stopped on
-        purpose goes NotReady, as on a cluster)."""
+        purpose goes NotReady, as on a cluster); restarts asked for in STATE/control are done."""
         reported = set()
-        while not stop.wait(1.0):
+        while not stop.wait(0.2):
+            self.serve_requests()
             for n in self.nodes:
                 for d in n.daemons.values():
-                    if not d.alive() and (n.name, d.name) not in reported and d.proc.returncode is not None:
-                        reported.add((n.name, d.name))
+                    key = (n.name, d.name, d.proc.pid)
+                    if not d.alive() and key not in reported and d.proc.returncode is not None:
+                        reported.add(key)
                         log.warning("%s: %s exited with status %s", n.name, d.name, d.proc.returncode)
 
     def down(self):
