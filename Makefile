@@ -142,9 +142,9 @@ fuzz: fuzz-deps $(FUZZ_TARGETS)
 # The worker's benchmarks are MPI programs run by tests/bench/bench_worker.sh, not by the loop.
 WORKER_BENCH_TARGETS := build/bench/bench_buckets build/bench/bench_kernels
 BENCH_TARGETS := $(filter-out $(WORKER_BENCH_TARGETS),$(patsubst tests/bench/%.c,build/bench/%,$(wildcard tests/bench/bench_*.c)))
-build/bench/%: tests/bench/%.c build/lib/libkube.a $(patsubst %.c,build/obj/%.o,$(wildcard tests/support/apiserver.c))
+build/bench/%: tests/bench/%.c build/lib/libkube.a $(patsubst %.c,build/obj/%.o,$(wildcard tests/support/apiserver.c tests/support/command.c))
 	@mkdir -p $(dir $@)
-	$(CC) $(REL_FLAGS) -o $@ $< $(filter %.o,$^) build/lib/libkube.a $(LIBS)
+	$(CC) $(REL_FLAGS) -o $@ $< $(filter %.o,$^) build/lib/libkube.a $(LIBS) -lcriterion
 
 # An explicit rule, so the pattern rule above (libkube) never applies: release worker objects.
 build/bench/bench_buckets: tests/bench/bench_buckets.c $(WORKER_SRC:%.c=build/obj/%.o)
@@ -154,11 +154,13 @@ build/bench/bench_kernels: tests/bench/bench_kernels.c $(WORKER_SRC:%.c=build/ob
 	@mkdir -p $(dir $@)
 	$(CC) $(REL_FLAGS) -o $@ $< $(filter %.o,$^) $(WORKER_LIBS)
 
-bench: bench-deps $(BENCH_TARGETS) build/bin/mpijob-operator build/bin/mpijob-worker $(WORKER_BENCH_TARGETS)
+bench: bench-deps $(BENCH_TARGETS) build/bin/mpijob-operator build/bin/mpijob-worker $(WORKER_BENCH_TARGETS) \
+		build/bench/plain_client
 	@for b in $(BENCH_TARGETS); do echo "== $$b"; $$b || exit 1; done
 	@echo "== tests/bench/bench_worker.sh"; tests/bench/bench_worker.sh
 	@echo "== tests/bench/bench_ddp.py"; /usr/bin/python3 tests/bench/bench_ddp.py
 	@echo "== tests/bench/bench_peer.py"; python3 tests/bench/bench_peer.py
+	@echo "== tests/bench/bench_scale.py"; python3 tests/bench/bench_scale.py
 
 demo:
 	@scripts/demo.sh

@@ -15,7 +15,7 @@ libopenblas-dev libopenblas0-openmp libopenblas0-serial"
 
 # Extra sets for the optional targets (make fuzz needs clang with libFuzzer; make bench needs
 # PyTorch for /usr/bin/python3 and OpenBLAS, which the libblas.so.3 alternative then selects,
-# for tests/bench/bench_ddp.py).
+# for tests/bench/bench_ddp.py; gnuplot for tests/bench/bench_scale.py's plot).
 # Real nodes (KUBEBUILDER_ASSETS with kubelet, kube-proxy and coredns): containerd with its shim
 # and ctr, the CNI plugins, socat (the relay to the loopback API server) and nsenter
 # (tests/cluster/realnode).
@@ -26,7 +26,7 @@ fi
 
 case "${1:-}" in
     fuzz) PACKAGES="$PACKAGES clang-14 libclang-rt-14-dev" ;;
-    bench) PACKAGES="$PACKAGES python3-torch libopenblas0-pthread" ;;
+    bench) PACKAGES="$PACKAGES python3-torch libopenblas0-pthread gnuplot-nox" ;;
 esac
 
 missing=""

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,7 @@ struct controller {
     pthread_t *threads;
     int n_threads;
     atomic_ullong reconciles;
+    atomic_ullong pod_reports_held;
     char selector[256];
     uint64_t watch_restarts_reported;
 };
@@ -53,6 +55,57 @@ static void on_dependent(void *ctx, struct kube_object *o)
 static void on_dependent_update(void *ctx, struct kube_object *old_obj, struct kube_object *o)
 {
     on_dependent(ctx, o);
+}
+
+/* A pod's status.phase in its compact JSON ("" when it has none yet). The only "phase" member
+ * of a Pod is its status's. */
+static size_t pod_phase(const struct kube_object *o, const char **phase)
+{
+    static const char member[] = "\"phase\":\"";
+    const char *p = o->json ? strstr(o->json, member) : NULL;
+    if (!p) {
+        *phase = "";
+        return 0;
+    }
+    *phase = p + sizeof(member) - 1;
+    const char *end = strchr(*phase, '"');
+    return end ? (size_t)(end - *phase) : 0;
+}
+
+static bool phase_is(const char *phase, size_t len, const char *want)
+{
+    return len == strlen(want) && memcmp(phase, want, len) == 0;
+}
+
+/* A pod that was and still is Pending or Running, and is not being deleted: a worker starting,
+ * turning Running or Ready. The kubelets report a job's workers within moments of each other;
+ * holding the reconcile each report asks for by POD_PROGRESS_HOLD_MS lets one reconcile, one
+ * hostfile write and one status write answer the whole burst. A pod that failed, ended or is
+ * being deleted is answered at once. */
+#define POD_PROGRESS_HOLD_MS 300
+static bool pod_progressed(const struct kube_object *old_obj, const struct kube_object *o)
+{
+    if (o->deleting || !old_obj || old_obj->deleting)
+        return false;
+    const char *was, *is;
+    size_t was_len = pod_phase(old_obj, &was), is_len = pod_phase(o, &is);
+    return (phase_is(was, was_len, "Pending") || phase_is(was, was_len, "Running")) &&
+           (phase_is(is, is_len, "Pending") || phase_is(is, is_len, "Running"));
+}
+
+static void on_pod_update(void *ctx, struct kube_object *old_obj, struct kube_object *o)
+{
+    struct controller *c = ctx;
+    if (!o->index_label)
+        return;
+    if (!pod_progressed(old_obj, o)) {
+        enqueue_key(c, o->namespace, o->index_label);
+        return;
+    }
+    char key[512];
+    snprintf(key, sizeof(key), "%s/%s", o->namespace, o->index_label);
+    workqueue_add_after(c->queue, key, POD_PROGRESS_HOLD_MS);
+    atomic_fetch_add(&c->pod_reports_held, 1);
 }
 
 /* The upper bounds of mpijob_reconcile_duration_seconds, in seconds. */
@@ -129,7 +182,8 @@ static int start_informers(struct controller *c, int which, const struct kube_re
             .namespace = c->namespaces[i],
             .label_selector = selector,
             .index_label = is_job ? NULL : LABEL_JOB_NAME,
-            .handlers = {is_job ? on_job : on_dependent, is_job ? on_job_update : on_dependent_update,
+            .handlers = {is_job ? on_job : on_dependent,
+                         is_job ? on_job_update : which == R_PODS ? on_pod_update : on_dependent_update,
                          is_job ? NULL : on_dependent, c},
         };
         int rc = informer_new(c->cfg.client, &icfg, &c->informers[which][i]);
@@ -156,7 +210,8 @@ int controller_start(const struct controller_config *cfg, struct controller **ou
         c->cfg.sync_timeout_ms = 60000;
     c->n_ns = cfg->n_namespaces ? cfg->n_namespaces : 1;
     c->namespaces = calloc(c->n_ns, sizeof(char *));
-    c->queue = workqueue_new(NULL);
+    struct workqueue_options qopts = {.clock = cfg->clock};
+    c->queue = workqueue_new(&qopts);
     if (!c->namespaces || !c->queue) {
         controller_stop(c);
         return KUBE_ENOMEM;
@@ -214,6 +269,7 @@ int controller_start(const struct controller_config *cfg, struct controller **ou
 }
 
 uint64_t controller_reconciles(struct controller *c) { return c->reconciles; }
+uint64_t controller_pod_reports_held(struct controller *c) { return c->pod_reports_held; }
 
 void controller_update_metrics(struct controller *c)
 {

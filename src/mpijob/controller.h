@@ -12,6 +12,7 @@
 #include "kube/events.h"
 #include "mpijob/builders.h"
 #include "mpijob/mpijob.h"
+#include "util/clock.h"
 #include "server/metrics.h"
 
 struct controller_config {
@@ -24,6 +25,9 @@ struct controller_config {
     struct event_recorder *events;     /* borrowed; may be NULL */
     uint64_t sync_timeout_ms;          /* wait for the caches; default 60000 */
     struct metrics *metrics;           /* borrowed; may be NULL */
+    /* The work queue's clock (its delays, the holds below and backoff); NULL: CLOCK_MONOTONIC.
+     * Borrowed. For tests, which move it by hand. */
+    const struct clock_source *clock;
 };
 
 struct controller;
@@ -63,6 +67,9 @@ int controller_start(const struct controller_config *cfg, struct controller **ou
 void controller_stop(struct controller *c);
 /* Number of reconciles run so far (for tests and metrics). */
 uint64_t controller_reconciles(struct controller *c);
+/* Pod reports (a worker starting, turning Running or Ready) whose reconcile was held to answer
+ * a burst of them at once, so far; counted once the hold is on the queue (for tests). */
+uint64_t controller_pod_reports_held(struct controller *c);
 /* Before a scrape: copies the gauges and totals kept elsewhere (workqueue depth, watch
  * restarts of every informer) into the metrics registry. */
 void controller_update_metrics(struct controller *c);

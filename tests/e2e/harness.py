@@ -535,6 +535,43 @@ class LocalCluster:
 
     CUT_RULES = (["INPUT", "!", "-i", "lo", "-j", "DROP"], ["OUTPUT", "!", "-o", "lo", "-j", "DROP"])
 
+    def _container_pid(self, pod):
+        """Real nodes: the host's process id of the pod's first container's main process, as its
+        node's containerd lists its task (None when it has none), the node, and that list."""
+        node = next(n for n in self.nodes if n["name"] == pod["spec"]["nodeName"])
+        cid = (pod["status"]["containerStatuses"][0].get("containerID") or "").partition("://")[2]
+        tasks = subprocess.run(["ctr", "--address", node["containerd"], "-n", "k8s.io", "tasks", "ls"],
+                               capture_output=True, text=True, timeout=60, check=True).stdout
+        pid = next((int(f[1]) for f in (line.split() for line in tasks.splitlines()[1:]) if f and f[0] == cid), None)
+        return pid, node, tasks
+
+    def oom_kill_pod(self, ns, name):
+        """Real nodes: a process started in the pod's first container (kubectl exec) allocates
+        past the container's memory limit, and the kernel's OOM killer of the container's memory
+        cgroup ends the container; the kubelet reports it OOMKilled, as containerd saw the cgroup's
+        OOM event. The container must have a memory limit. On cgroup v2 the kubelet sets
+        memory.oom.group, so the kernel kills the whole container. On cgroup v1 (hybrid hosts) it
+        kills one process, the one scoring highest, and the container would live on without it; so
+        that it ends as on v2, the container's main process is first given an oom_score_adj of
+        1000 from the node, and the kernel picks it. Returns the host's cgroup version."""
+        if not self.real_nodes:
+            raise Unsupported("an OOM kill by a container's memory cgroup needs real nodes")
+        pod = json.loads(self.kubectl("get", "pod", name, "-n", ns, "-o", "json").stdout)
+        limit = (((pod["spec"]["containers"][0].get("resources") or {}).get("limits")) or {}).get("memory")
+        if not limit:
+            raise RuntimeError("%s/%s's container has no memory limit to exceed" % (ns, name))
+        version = 2 if os.path.exists("/sys/fs/cgroup/cgroup.controllers") else 1
+        if version == 1:
+            pid, node, tasks = self._container_pid(pod)
+            if pid is None:
+                raise RuntimeError("no task of %s/%s's container on %s:\n%s" % (ns, name, node["name"], tasks))
+            with open("/proc/%d/oom_score_adj" % pid, "w") as f:
+                f.write("1000")
+        # GNU tail -c keeps what it read, 2 GiB here: past any limit a test gives a worker. Its
+        # exec session ends with the container.
+        self.kubectl("exec", "-n", ns, name, "--", "sh", "-c", "head -c 2G /dev/zero | tail -c 2G > /dev/null")
+        return version
+
     def cut_pod_network(self, ns, name, heal=False):
         """Real nodes: every packet into and out of the pod dropped, in its own network namespace
         (iptables), as a failed link or switch port would leave it: nothing is refused, nothing
@@ -544,16 +581,11 @@ class LocalCluster:
         r = self.kubectl("get", "pod", name, "-n", ns, "-o", "json")
         if heal and r.returncode != 0:
             return      # the pod is gone, and its network namespace with it
-        pod = json.loads(r.stdout)
-        node = next(n for n in self.nodes if n["name"] == pod["spec"]["nodeName"])
-        cid = (pod["status"]["containerStatuses"][0].get("containerID") or "").partition("://")[2]
-        tasks = subprocess.run(["ctr", "--address", node["containerd"], "-n", "k8s.io", "tasks", "ls"],
-                               capture_output=True, text=True, timeout=60, check=True).stdout
-        pid = next((int(f[1]) for f in (line.split() for line in tasks.splitlines()[1:]) if f and f[0] == cid), None)
+        pid, node, tasks = self._container_pid(json.loads(r.stdout))
         if pid is None and heal:
             return      # the container is gone
         if pid is None:
-            raise RuntimeError("no task of %s/%s's container %s on %s:\n%s" % (ns, name, cid, node["name"], tasks))
+            raise RuntimeError("no task of %s/%s's container on %s:\n%s" % (ns, name, node["name"], tasks))
         for rule in self.CUT_RULES:
             argv = ["nsenter", "-t", str(pid), "-n", "iptables", "-D" if heal else "-I", rule[0]]
             argv += rule[1:] if heal else ["1"] + rule[1:]

@@ -19,6 +19,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -277,6 +278,37 @@ class EndToEnd(JobWaits, unittest.TestCase):
             self.assertNotEqual(new["metadata"]["uid"], old["metadata"]["uid"], "the worker was recreated")
         self.assertGreaterEqual(int((j.get("status") or {}).get("workerRestarts") or 0), 1)
 
+
+    def test_worker_oom_killed_is_named_and_the_retry_succeeds(self):
+        """A worker's container OOM-killed by the kernel at its real memory limit mid-training
+        (harness oom_kill_pod): the MPIJob's Restarting condition and an event name the worker
+        and OOMKilled, the worker is replaced, and the retry Succeeds."""
+        if not self.c.real_nodes:
+            self.skipTest("needs real nodes: a container's memory cgroup, its OOM killer and the kubelet's report "
+                          "of it (the simulation's OOMKilled report is test_controller's "
+                          "failed_worker_is_replaced_and_the_job_restarts)")
+        ns = self.namespace()
+        self.start_training(ns, "oomer", 4000, {"backoffLimit": 3}, worker_limits={"memory": "512Mi"})
+        t0 = time.monotonic()
+        version = self.c.oom_kill_pod(ns, "oomer-worker-1")
+
+        def named():
+            c = self.condition(self.mpijob(ns, "oomer") or {}, "Restarting") or {}
+            return c if c.get("status") == "True" and "OOMKilled" in c.get("message", "") else None
+        restarting = wait_for("oomer's Restarting condition naming OOMKilled", named, TIMEOUT, interval=0.2,
+                              describe=lambda: self.describe_job(ns, "oomer"))
+        detected = time.monotonic() - t0
+        self.assertIn("worker oomer-worker-1 failed (OOMKilled)", restarting["message"])
+        events = json.loads(self.kubectl("get", "events", "-n", ns, "--field-selector",
+                                         "involvedObject.kind=MPIJob,involvedObject.name=oomer", "-o", "json").stdout)
+        said = [e.get("message", "") for e in events["items"]]
+        self.assertTrue([m for m in said if "oomer-worker-1" in m and "OOMKilled" in m],
+                        "an event names the worker and OOMKilled: %s" % said)
+        j = self.wait_state(ns, "oomer", ("Succeeded", "Failed"))
+        self.assertEqual(j["status"]["state"], "Succeeded", self.describe_job(ns, "oomer"))
+        self.assertGreaterEqual(int(j["status"].get("workerRestarts") or 0), 1)
+        print("worker OOM-killed (cgroup v%d): the MPIJob said so %.1f s later (%s); Succeeded %.1f s after the kill"
+              % (version, detected, restarting["message"], time.monotonic() - t0), file=sys.stderr, flush=True)
 
     def test_worker_evicted_past_the_backoff_limit_fails_as_evicted(self):
         """A worker evicted mid-training with backoffLimit 0: no replacement, the job ends Failed

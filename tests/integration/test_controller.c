@@ -17,6 +17,7 @@
 #include "support/kube_test.h"
 #include "support/kube_wait.h"
 #include "support/launcher_pod.h"
+#include "support/manual_clock.h"
 #include "support/request_log.h"
 #include "util/clock.h"
 #include "util/json.h"
@@ -231,6 +232,77 @@ static bool wait_active(const char *job_name, const char *role, long long want)
     char path[64];
     snprintf(path, sizeof(path), "status.replicaStatuses.%s.active", role);
     return test_kube_wait_int(env.admin, &MPIJOB_RESOURCE_V2BETA1, "default", job_name, path, want, WAIT_MS);
+}
+
+static bool reports_held(void *ctx)
+{
+    const uint64_t *want = ctx;
+    return controller_pod_reports_held(env.ctl) >= *want;
+}
+
+/* How many requests since `since` wrote the resource/subresource `what` ("configmaps",
+ * "mpijobs/status") of the object `name`. */
+static int writes_of(int since, const char *resource, const char *subresource, const char *name)
+{
+    cJSON *log = test_apiserver_log(&env.srv, since);
+    int n = 0;
+    cJSON *e;
+    cJSON_ArrayForEach(e, log) {
+        const char *verb = json_string(e, "verb"), *res = json_string(e, "resource");
+        const char *sub = json_string(e, "subresource"), *obj = json_string(e, "name");
+        if (verb && (strcmp(verb, "update") == 0 || strcmp(verb, "patch") == 0) && res && strcmp(res, resource) == 0 &&
+            strcmp(sub ? sub : "", subresource) == 0 && obj && strcmp(obj, name) == 0)
+            n++;
+    }
+    cJSON_Delete(log);
+    return n;
+}
+
+/* Eight workers turning Running and Ready, as kubelets report them within moments of each other:
+ * the reconcile each report asks for is held for a moment (on the work queue's clock, which the
+ * test moves), so that the whole burst makes one hostfile write and one status write, not one
+ * of each per worker. */
+Test(controller, a_burst_of_running_workers_makes_one_hostfile_write_and_one_status_write)
+{
+    REQUIRE_DOUBLE();
+    struct manual_clock clk;
+    manual_clock_init(&clk);
+    struct controller_config cfg = {.client = env.operator_client, .threads = 2, .events = env.recorder,
+                                    .clock = &clk.source};
+    cr_assert_eq(controller_start(&cfg, &env.ctl), 0);
+    cJSON *job = test_mpijob("burst", NULL);
+    cJSON_SetNumberValue(json_path(job, "spec.mpiReplicaSpecs.Worker.replicas"), 8);
+    cr_assert_eq(kube_create(env.admin, &MPIJOB_RESOURCE_V2BETA1, "default", job, NULL, NULL), 0);
+    cJSON_Delete(job);
+    cr_assert(wait_exists(&KUBE_JOBS, "burst-launcher"));
+    for (int i = 0; i < 8; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "burst-worker-%d", i);
+        cr_assert(wait_exists(&KUBE_PODS, name));
+    }
+    cr_assert(wait_condition("burst", "Created", NULL));
+    event_recorder_flush(env.recorder);
+
+    int since = test_last_seq(&env.srv) + 1;
+    uint64_t want = controller_pod_reports_held(env.ctl) + 8;
+    for (int i = 0; i < 8; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "burst-worker-%d", i);
+        set_pod_running(name);
+    }
+    cr_assert(test_wait_until("the controller holding the reconciles of 8 workers' reports", WAIT_MS, reports_held,
+                              &want, NULL));
+    cr_assert_eq(writes_of(since, "configmaps", "", "burst-config"), 0, "nothing written while held");
+    cr_assert_eq(writes_of(since, "mpijobs", "status", "burst"), 0, "nothing written while held");
+
+    manual_clock_advance(&clk, 1000);
+    static const char *const all[] = {"burst-worker-0.", "burst-worker-7.", NULL};
+    struct config_data listed = {.key = "discover_hosts.sh", .has = all};
+    cr_assert(wait_config_data("burst-config", &listed), "discover_hosts.sh lists the Running workers");
+    cr_assert(wait_active("burst", "Worker", 8));
+    event_recorder_flush(env.recorder);
+    cr_assert_eq(writes_of(since, "configmaps", "", "burst-config"), 1, "one hostfile write:\n%s", writes());
+    cr_assert_eq(writes_of(since, "mpijobs", "status", "burst"), 1, "one status write:\n%s", writes());
 }
 
 Test(controller, active_counts_running_pods_not_pending_ones)

@@ -1,0 +1,431 @@
+#!/usr/bin/env python3
+"""bench_scale: how the operator's cost grows with the work, on a real control plane.
+
+    KUBEBUILDER_ASSETS=DIR tests/bench/bench_scale.py        (make bench runs it)
+
+Every point runs on a fresh control plane (etcd, kube-apiserver, kube-controller-manager,
+kube-scheduler of KUBEBUILDER_ASSETS, started by tests/apiserver/launch.py), with the release
+binary build/bin/mpijob-operator as deployed: its own RBAC-restricted user, whose every request
+the API server's audit log records, and its default flags.
+
+Part "suspended", for N in BENCH_SCALE_SUSPENDED (default "1000 3000 10000"): N suspended
+MPIJobs of 8 workers are created while no operator runs; the operator then starts (the sync of
+bench_peer.py): the time until every job shows Suspended=True with its Service, ConfigMap,
+Secret and suspended launcher Job; its resident memory then and after a quiet minute
+(BENCH_QUIET_S, default 60) once kube-controller-manager has settled; its CPU seconds; its
+requests in total and per job; the writes it made in the quiet minute (Lease renewals apart).
+Beside them what the machine holds: etcd's database file against its quota (2 GiB, etcd's
+default) and kube-apiserver's resident memory.
+
+Part "active", for N in BENCH_SCALE_ACTIVE (default "100 300 1000"): N MPIJobs of 8 workers
+created at once (8 client threads), on 4 fake Ready nodes (Node objects whose Leases the
+benchmark renews; no kubelet, so no container runs) where kube-scheduler binds every pod. The
+time from the first creation until every object of every job exists (Service, ConfigMap, Secret,
+8 worker Pods, launcher Job, as a watch sees them), and until every pod, the Job controller's
+launcher pods too, is bound to a node; against a plain client (tests/bench/plain_client.c) that
+creates the same MPIJobs and the same objects, built by the operator's own builders, with as many
+threads as the operator has reconcile threads (2), in the same run on the same control plane,
+before the operator starts. The plain client uses the admin's unaudited user: the audit log's
+blocking writes are a cost only the operator pays. Then the operator's requests per job.
+
+Writes build/bench/scale.json (the figures), build/bench/scale-*.dat and, with gnuplot,
+build/bench/scale.svg: each measure against jobs, log-log, so that a straight line of slope 1
+is cost in proportion to the work. Prints the tables and the targets beside them; judges
+nothing. Without a real control plane in KUBEBUILDER_ASSETS it says why and exits 0.
+
+Environment: BENCH_SCALE_SUSPENDED, BENCH_SCALE_ACTIVE, BENCH_SCALE_PARTS ("suspended active"),
+BENCH_QUIET_S, BENCH_SCALE_OUT (build/bench), BENCH_SCALE_KEEP=1 keeps each control plane's
+state directory (logs, audit log).
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "tests", "apiserver"))
+import bench_peer as peer  # noqa: E402
+import launch  # noqa: E402
+from bench_peer import OURS, USERS, WRITE_VERBS, by_verb, expected_objects, mpijob, mpijobs_path, say  # noqa: E402
+
+ETCD_QUOTA = 2 * 1024 ** 3       # etcd's default --quota-backend-bytes
+FAKE_NODES = 4
+WORKERS = 8
+PLAIN_THREADS = 2                # the operator's default --threads
+
+
+def now_rfc3339():
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def now_micro():
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class ControlPlane:
+    """A fresh control plane of KUBEBUILDER_ASSETS, with the operator's user, for one point."""
+
+    def __init__(self, label):
+        self.state = tempfile.mkdtemp(prefix="bench-scale-%s-" % label)
+        argv = [sys.executable, os.path.join(ROOT, "tests", "apiserver", "launch.py"), "--state-dir", self.state,
+                "--control-plane", "--background", "--user", USERS[OURS]]
+        if subprocess.run(argv, stdout=subprocess.DEVNULL).returncode != 0:
+            raise RuntimeError("the control plane did not start (logs in %s)" % self.state)
+        self.bench = peer.Bench(self.state, "", (OURS,))
+        self.bench.drop = lambda ns, name=None: None    # the whole control plane goes after the point
+        self.bench.start_watches()
+        self.stop_nodes = threading.Event()
+
+    def pid_of(self, comm):
+        with open(os.path.join(self.state, "pid")) as f:
+            pids = [int(x) for x in f.read().split()]
+        for pid in pids:
+            try:
+                with open("/proc/%d/comm" % pid) as f:
+                    if f.read().strip() == comm:
+                        return pid
+            except OSError:
+                pass
+        return None
+
+    def rss_mib(self, comm):
+        pid = self.pid_of(comm)
+        try:
+            with open("/proc/%d/status" % pid) as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        return int(line.split()[1]) / 1024.0
+        except (OSError, TypeError):
+            pass
+        return float("nan")
+
+    def etcd_db_bytes(self):
+        for dirpath, _, files in os.walk(self.state):
+            if "db" in files and dirpath.endswith(os.path.join("member", "snap")):
+                return os.path.getsize(os.path.join(dirpath, "db"))
+        return 0
+
+    # fake Ready nodes, kept Ready by renewing their Leases ------------------------------------
+    def add_nodes(self, n, pods):
+        api = self.bench.api
+        cap = {"cpu": "1000", "memory": "4Ti", "pods": str(pods), "ephemeral-storage": "10Ti"}
+        for i in range(n):
+            name = "fake-%d" % i
+            node = {"apiVersion": "v1", "kind": "Node",
+                    "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+                    "status": {"capacity": cap, "allocatable": cap,
+                               "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                                               "message": "a fake node of bench_scale",
+                                               "lastHeartbeatTime": now_rfc3339(),
+                                               "lastTransitionTime": now_rfc3339()}]}}
+            api.must("POST", "/api/v1/nodes", node)
+            # a Node's status is kept on create; write it again in case this server drops it
+            api.must("PATCH", "/api/v1/nodes/%s/status" % name, {"status": node["status"]},
+                     ctype="application/merge-patch+json")
+            api.must("POST", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases",
+                     {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                      "metadata": {"name": name, "namespace": "kube-node-lease"},
+                      "spec": {"holderIdentity": name, "leaseDurationSeconds": 40, "renewTime": now_micro()}},
+                     ok=(201, 409))
+
+        def renew():
+            while not self.stop_nodes.wait(10):
+                for i in range(n):
+                    api.request("PATCH", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/fake-%d" % i,
+                                {"spec": {"renewTime": now_micro()}}, ctype="application/merge-patch+json")
+        threading.Thread(target=renew, daemon=True).start()
+        end = time.monotonic() + 120
+        while True:
+            code, out = api.request("GET", "/api/v1/nodes")
+            ready = [x for x in (out or {}).get("items", []) if not (x.get("spec") or {}).get("taints")]
+            if len(ready) >= n:
+                return
+            if time.monotonic() > end:
+                raise RuntimeError("the fake nodes kept taints for 120 s: %s" % json.dumps(
+                    [(x["metadata"]["name"], (x.get("spec") or {}).get("taints")) for x in (out or {}).get("items", [])]))
+            time.sleep(1)
+
+    def unbound_pods(self, ns):
+        """How many of the namespace's pods have no node (a one-item page: cheap at any size)."""
+        code, out = self.bench.api.request("GET", "/api/v1/namespaces/%s/pods?fieldSelector=spec.nodeName%%3D&limit=1"
+                                           % ns)
+        if code != 200:
+            return None
+        items = len((out or {}).get("items") or [])
+        return items + int(((out or {}).get("metadata") or {}).get("remainingItemCount") or 0)
+
+    def stop(self, keep):
+        self.stop_nodes.set()
+        self.bench.ops[OURS].stop()
+        launch.stop_background(self.state, 10)
+        if keep:
+            say("    state kept in %s" % self.state)
+        else:
+            shutil.rmtree(self.state, ignore_errors=True)
+
+
+def suspended_point(n, quiet_s, keep):
+    cp = ControlPlane("s%d" % n)
+    try:
+        results = {"sync": {}}
+        cp.bench.part_sync(n, quiet_s, results, (OURS,))
+        r = results["sync"][OURS]
+        requests = sum(r["requests"].values())
+        point = {"jobs": n, "sync_s": r["sync_s"], "per_job_ms": 1000.0 * r["sync_s"] / n,
+                 "rss_synced_mib": r["rss_synced"], "rss_quiet_mib": r["rss_quiet"],
+                 "cpu_synced_s": r["cpu_synced"], "cpu_settle_s": r["cpu_settle"], "cpu_quiet_s": r["cpu_quiet"],
+                 "requests": requests, "requests_per_job": requests / n, "requests_by_verb": dict(r["requests"]),
+                 "quiet_writes": r["writes"], "quiet_lease_writes": r["lease_writes"],
+                 "settle_s": r["settle_s"], "etcd_db_mib": cp.etcd_db_bytes() / 2 ** 20,
+                 "etcd_quota_used": cp.etcd_db_bytes() / ETCD_QUOTA,
+                 "apiserver_rss_mib": cp.rss_mib("kube-apiserver"), "etcd_rss_mib": cp.rss_mib("etcd")}
+        say("  suspended %5d: synced in %.1f s (%.2f ms a job), RSS %.1f MiB synced, %.1f MiB after the quiet "
+            "minute, CPU %.2f s, %d requests (%.2f a job), %d writes in the quiet minute; etcd db %.0f MiB "
+            "(%.1f %% of its quota), kube-apiserver %.0f MiB" % (
+                n, point["sync_s"], point["per_job_ms"], point["rss_synced_mib"], point["rss_quiet_mib"],
+                point["cpu_synced_s"], requests, point["requests_per_job"], point["quiet_writes"],
+                point["etcd_db_mib"], 100 * point["etcd_quota_used"], point["apiserver_rss_mib"]))
+        return point
+    finally:
+        cp.stop(keep)
+
+
+def wait_all(cp, ns, names, what, timeout):
+    """Seconds until every expected object of the jobs `names` showed on the watch (monotonic
+    time of the last one); raises with how many are missing after timeout."""
+    book = cp.bench.book
+    objs = [o for name in names for o in expected_objects(ns, name, WORKERS)]
+    last = [0, time.monotonic()]
+
+    def done():
+        n = sum(1 for k in objs if book.first.get(k))
+        if n != last[0]:
+            last[0], last[1] = n, time.monotonic()
+        return n >= len(objs)
+
+    end = time.monotonic() + timeout
+    while not book.wait(done, 30):
+        say("    %s: %d of %d objects" % (what, last[0], len(objs)))
+        if time.monotonic() > end:
+            raise RuntimeError("%s: %d of %d objects after %d s" % (what, last[0], len(objs), timeout))
+    return max(book.seen(*k) for k in objs)
+
+
+def wait_bound(cp, ns, what, timeout):
+    end = time.monotonic() + timeout
+    while True:
+        left = cp.unbound_pods(ns)
+        if left == 0:
+            return time.monotonic()
+        if time.monotonic() > end:
+            raise RuntimeError("%s: %s pods still unbound after %d s" % (what, left, timeout))
+        time.sleep(0.5)
+
+
+def active_point(n, keep):
+    cp = ControlPlane("a%d" % n)
+    try:
+        cp.add_nodes(FAKE_NODES, (n * (WORKERS + 1)) // FAKE_NODES + 100)
+        bench = cp.bench
+        # the plain client first, with no operator running
+        ns = bench.namespace("plain")
+        template = os.path.join(cp.state, "plain-mpijob.json")
+        with open(template, "w") as f:
+            json.dump(mpijob(ns, "x", WORKERS), f)
+        t0 = time.monotonic()
+        r = subprocess.run([os.path.join(ROOT, "build", "bench", "plain_client"),
+                            os.path.join(cp.state, "kubeconfig"), ns, template, "p", str(n), str(PLAIN_THREADS)],
+                           capture_output=True, text=True, timeout=3600)
+        if r.returncode != 0:
+            raise RuntimeError("plain_client: %s%s" % (r.stdout, r.stderr[-2000:]))
+        plain_objects = wait_all(cp, ns, ["p%d" % i for i in range(n)], "plain client", 1800) - t0
+        plain_bound = wait_bound(cp, ns, "plain client", 1800) - t0
+
+        # then the operator, on the same control plane
+        op = bench.ops[OURS]
+        op.start()
+        bench.warm_up(op)
+        ns = bench.namespace("ours")
+        cpu0 = op.cpu_s()
+        wall0 = time.time()
+        t0 = time.monotonic()
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda i: bench.api.must("POST", mpijobs_path(ns), mpijob(ns, "a%d" % i, WORKERS)),
+                          range(n)))
+        created = time.monotonic() - t0
+        ours_objects = wait_all(cp, ns, ["a%d" % i for i in range(n)], "operator", 1800) - t0
+        ours_bound = wait_bound(cp, ns, "operator", 1800) - t0
+        time.sleep(peer.SETTLE_S)
+        op.check()
+        reqs = bench.audit.select(USERS[OURS], wall0 - 1, time.time(), ns=ns)
+        writes = [e for e in reqs if e[2] in WRITE_VERBS]
+        point = {"jobs": n, "objects": n * (WORKERS + 4), "mpijobs_created_s": created,
+                 "ours_objects_s": ours_objects, "plain_objects_s": plain_objects,
+                 "ratio_objects": ours_objects / plain_objects,
+                 "ours_bound_s": ours_bound, "plain_bound_s": plain_bound, "ratio_bound": ours_bound / plain_bound,
+                 "requests_per_job": len(reqs) / n, "writes_per_job": len(writes) / n,
+                 "requests_by_verb": dict(by_verb(reqs)), "rss_mib": op.rss_mib(), "cpu_s": op.cpu_s() - cpu0,
+                 "apiserver_rss_mib": cp.rss_mib("kube-apiserver"), "etcd_db_mib": cp.etcd_db_bytes() / 2 ** 20}
+        say("  active %5d: every object in %.1f s (plain client %.1f s, ratio %.2f); every pod bound in %.1f s "
+            "(plain %.1f s, ratio %.2f); %.2f requests a job (%.2f writes); RSS %.1f MiB, CPU %.2f s" % (
+                n, ours_objects, plain_objects, point["ratio_objects"], ours_bound, plain_bound,
+                point["ratio_bound"], point["requests_per_job"], point["writes_per_job"], point["rss_mib"],
+                point["cpu_s"]))
+        return point
+    finally:
+        cp.stop(keep)
+
+
+def table(rows, cols):
+    out = ["| " + " | ".join(c[0] for c in cols) + " |", "|" + "---|" * len(cols)]
+    for r in rows:
+        out.append("| " + " | ".join(c[1](r) for c in cols) + " |")
+    return "\n".join(out)
+
+
+def plot(out_dir, results):
+    """build/bench/scale-*.dat and, where gnuplot is installed, scale.svg."""
+    files = {}
+    if results.get("suspended"):
+        path = os.path.join(out_dir, "scale-suspended.dat")
+        with open(path, "w") as f:
+            f.write("# jobs sync_s rss_synced_mib rss_quiet_mib cpu_s requests_k per_job_ms\n")
+            for p in results["suspended"]:
+                f.write("%d %.3f %.2f %.2f %.3f %.3f %.4f\n" % (p["jobs"], p["sync_s"], p["rss_synced_mib"],
+                                                               p["rss_quiet_mib"], p["cpu_synced_s"],
+                                                               p["requests"] / 1000.0, p["per_job_ms"]))
+        files["suspended"] = path
+    if results.get("active"):
+        path = os.path.join(out_dir, "scale-active.dat")
+        with open(path, "w") as f:
+            f.write("# jobs ours_objects_s plain_objects_s ours_bound_s plain_bound_s rss_mib cpu_s requests_per_job\n")
+            for p in results["active"]:
+                f.write("%d %.3f %.3f %.3f %.3f %.2f %.3f %.3f\n" % (
+                    p["jobs"], p["ours_objects_s"], p["plain_objects_s"], p["ours_bound_s"], p["plain_bound_s"],
+                    p["rss_mib"], p["cpu_s"], p["requests_per_job"]))
+        files["active"] = path
+    if not files or not shutil.which("gnuplot"):
+        if files:
+            say("  (no gnuplot: the plot was not drawn; scripts/install-deps.sh bench installs it)")
+        return None
+    svg = os.path.join(out_dir, "scale.svg")
+    panels = []
+    if "suspended" in files:
+        panels.append(
+            "set title 'Suspended MPIJobs of 8 workers, synced by the operator'\n"
+            "set xlabel 'suspended MPIJobs'\n"
+            "plot '{f}' u 1:2 w lp t 'time to sync (s)', '' u 1:3 w lp t 'RSS synced (MiB)', "
+            "'' u 1:4 w lp t 'RSS after a quiet minute (MiB)', '' u 1:5 w lp t 'CPU to sync (s)', "
+            "'' u 1:6 w lp t 'requests (thousands)'\n".format(f=files["suspended"]))
+    if "active" in files:
+        panels.append(
+            "set title 'MPIJobs of 8 workers created at once: operator and plain client'\n"
+            "set xlabel 'MPIJobs'\n"
+            "plot '{f}' u 1:2 w lp t 'operator: every object (s)', '' u 1:3 w lp dt 2 t 'plain client: every object (s)', "
+            "'' u 1:4 w lp t 'operator: every pod bound (s)', '' u 1:5 w lp dt 2 t 'plain client: every pod bound (s)', "
+            "'' u 1:6 w lp t 'operator RSS (MiB)', '' u 1:7 w lp t 'operator CPU (s)'\n".format(f=files["active"]))
+    script = ("set terminal svg size 900,%d dynamic font 'sans,11' background rgb 'white'\n"
+              "set output '%s'\n"
+              "set logscale xy\nset grid\nset key outside right top\nset ylabel 'cost'\n"
+              "set multiplot layout %d,1\n%sunset multiplot\n" % (420 * len(panels), svg, len(panels), "".join(panels)))
+    r = subprocess.run(["gnuplot"], input=script, capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        say("  gnuplot failed: %s" % r.stderr[-1000:])
+        return None
+    return svg
+
+
+def report(results):
+    s = results.get("suspended") or []
+    if s:
+        say("\nSuspended MPIJobs of 8 workers (the operator's sync, then a quiet minute):")
+        say(table(s, [
+            ("jobs", lambda p: "{:,}".format(p["jobs"])),
+            ("time to sync", lambda p: "%.1f s" % p["sync_s"]),
+            ("per job", lambda p: "%.2f ms" % p["per_job_ms"]),
+            ("RSS synced", lambda p: "%.1f MiB" % p["rss_synced_mib"]),
+            ("RSS after quiet minute", lambda p: "%.1f MiB" % p["rss_quiet_mib"]),
+            ("CPU to sync", lambda p: "%.2f s" % p["cpu_synced_s"]),
+            ("requests (per job)", lambda p: "%d (%.2f)" % (p["requests"], p["requests_per_job"])),
+            ("quiet-minute writes", lambda p: "%d" % p["quiet_writes"]),
+            ("etcd db (of quota)", lambda p: "%.0f MiB (%.1f %%)" % (p["etcd_db_mib"], 100 * p["etcd_quota_used"])),
+            ("kube-apiserver RSS", lambda p: "%.0f MiB" % p["apiserver_rss_mib"]),
+        ]))
+        big = max(s, key=lambda p: p["jobs"])
+        small = min(s, key=lambda p: p["jobs"])
+        say("  targets at %d jobs: RSS at most 150 MiB: %.1f MiB synced, %.1f MiB quiet; time per job at most 1.5x "
+            "that at %d: %.2fx; no quiet-minute writes: %d" % (
+                big["jobs"], big["rss_synced_mib"], big["rss_quiet_mib"], small["jobs"],
+                big["per_job_ms"] / small["per_job_ms"], big["quiet_writes"]))
+    a = results.get("active") or []
+    if a:
+        say("\nMPIJobs of 8 workers created at once, %d fake Ready nodes, the real kube-scheduler:" % FAKE_NODES)
+        say(table(a, [
+            ("jobs", lambda p: "{:,}".format(p["jobs"])),
+            ("every object: operator / plain", lambda p: "%.1f / %.1f s, %.2f" % (
+                p["ours_objects_s"], p["plain_objects_s"], p["ratio_objects"])),
+            ("every pod bound: operator / plain", lambda p: "%.1f / %.1f s, %.2f" % (
+                p["ours_bound_s"], p["plain_bound_s"], p["ratio_bound"])),
+            ("requests per job (writes)", lambda p: "%.2f (%.2f)" % (p["requests_per_job"], p["writes_per_job"])),
+            ("operator RSS", lambda p: "%.1f MiB" % p["rss_mib"]),
+            ("operator CPU", lambda p: "%.2f s" % p["cpu_s"]),
+        ]))
+        big = max(a, key=lambda p: p["jobs"])
+        say("  target at %d jobs: creation at most 1.2x the plain client: %.2fx (every pod bound: %.2fx)" % (
+            big["jobs"], big["ratio_objects"], big["ratio_bound"]))
+
+
+def main():
+    if launch.real_assets() is None or launch.control_plane_assets() is None:
+        say("SKIP bench_scale: KUBEBUILDER_ASSETS=%s does not hold a real control plane (etcd, kube-apiserver, "
+            "kube-controller-manager, kube-scheduler)" % os.environ.get("KUBEBUILDER_ASSETS", ""))
+        return 0
+    for b in (os.path.join(ROOT, "build", "bin", "mpijob-operator"), os.path.join(ROOT, "build", "bench", "plain_client")):
+        if not os.access(b, os.X_OK):
+            say("bench_scale: %s is missing (make all build/bench/plain_client)" % b)
+            return 1
+    suspended = [int(x) for x in os.environ.get("BENCH_SCALE_SUSPENDED", "1000 3000 10000").split()]
+    active = [int(x) for x in os.environ.get("BENCH_SCALE_ACTIVE", "100 300 1000").split()]
+    parts = os.environ.get("BENCH_SCALE_PARTS", "suspended active").split()
+    quiet_s = peer.env_int("BENCH_QUIET_S", 60)
+    keep = bool(os.environ.get("BENCH_SCALE_KEEP"))
+    out_dir = os.environ.get("BENCH_SCALE_OUT", os.path.join(ROOT, "build", "bench"))
+    os.makedirs(out_dir, exist_ok=True)
+    ours = subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty"], capture_output=True,
+                          text=True).stdout.strip() or "?"
+    kube = subprocess.run([os.path.join(os.environ["KUBEBUILDER_ASSETS"], "kube-apiserver"), "--version"], capture_output=True,
+                          text=True).stdout.strip()
+    say("== bench_scale %s: mpijob-operator %s on %s, %d CPUs; suspended %s, active %s, quiet %d s" % (
+        time.strftime("%Y-%m-%d %H:%M"), ours, kube, os.cpu_count(), suspended, active, quiet_s))
+    results = {"date": time.strftime("%Y-%m-%d %H:%M"), "operator": ours, "kubernetes": kube,
+               "cpus": os.cpu_count(), "suspended": [], "active": []}
+    try:
+        if "suspended" in parts:
+            for n in suspended:
+                results["suspended"].append(suspended_point(n, quiet_s, keep))
+        if "active" in parts:
+            for n in active:
+                results["active"].append(active_point(n, keep))
+    except RuntimeError as e:
+        say("bench_scale: %s" % e)
+        return 1
+    finally:
+        with open(os.path.join(out_dir, "scale.json"), "w") as f:
+            json.dump(results, f, indent=1)
+    report(results)
+    svg = plot(out_dir, results)
+    say("\nfigures in %s%s" % (os.path.join(out_dir, "scale.json"), ", plot in %s" % svg if svg else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
