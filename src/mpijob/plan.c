@@ -26,6 +26,7 @@ struct planner {
     cJSON *status;
     char now[21];
     struct list announced, decided, wanted;
+    struct list restarts; /* a worker's failure announced, unless the job ends in the same pass */
     bool nomem;
     bool blocked;  /* an object under our name is not ours: nothing after it is created */
     bool all_ready; /* every worker exists and is Ready (WaitForWorkersReady) */
@@ -521,7 +522,10 @@ static void replace_failed_worker(struct planner *pl, int index, const cJSON *po
         finish(pl, false, evicted ? "MPIJobEvicted" : "WorkerFailed", full);
         return;
     }
+    /* Each counted failure is announced: a second worker failing while the job is already
+     * Restarting is news too. */
     set_condition(pl, MPIJOB_COND_RESTARTING, true, "MPIJobRestarting", msg);
+    event(pl, &pl->restarts, "Warning", "MPIJobRestarting", msg);
 }
 
 /* What the worker pods show. */
@@ -744,7 +748,12 @@ static void plan_launcher_state(struct planner *pl, struct workers_seen *w, stru
         /* Between two launcher runs: the Job retries (a new pod, or the kubelet restarts the
          * container), and the failure is kept here until the next run is going. */
         snprintf(msg, sizeof(msg), "launcher pod %s failed (%s): %s", last_pod, last->reason, last->message);
-        set_condition(pl, MPIJOB_COND_RESTARTING, true, "MPIJobRestarting", msg);
+        int changed = mpijob_status_set_condition(pl->status, MPIJOB_COND_RESTARTING, true, "MPIJobRestarting", msg,
+                                                  pl->now);
+        if (changed < 0)
+            pl->nomem = true;
+        else if (changed > 0)
+            announce(pl, "Warning", "MPIJobRestarting", msg);
     } else if (!suspended && lc->active > 0 && lc->ready > 0 && job->worker.replicas > 0 &&
                (int)w->n_running == job->worker.replicas) {
         /* Never while suspended: the workers being deleted may still show Running. */
@@ -1400,6 +1409,8 @@ static void assemble(struct planner *pl, struct plan *out)
         add(pl, &head, ACTION_WRITE_STATUS, NULL, NULL);
         append_list(pl, out, &head);
     }
+    if (!mpijob_status_finished(out->status))
+        append_list(pl, out, &pl->restarts);
     append_list(pl, out, &pl->announced);
     append_list(pl, out, &pl->decided);
     append_list(pl, out, &pl->wanted);
@@ -1430,6 +1441,7 @@ int plan_job(const struct plan_input *in, struct plan *out)
         assemble(&pl, out);
     free(w.running);
     cJSON_Delete(pl.status);
+    list_clear(&pl.restarts);
     list_clear(&pl.announced);
     list_clear(&pl.decided);
     list_clear(&pl.wanted);

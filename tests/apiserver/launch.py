@@ -44,6 +44,8 @@ import argparse
 import ctypes
 import json
 import os
+import random
+import shutil
 import signal
 import socket
 import ssl
@@ -63,6 +65,7 @@ from deadline import scaled  # noqa: E402
 # $MPIJOB_TEST_TIME_SCALE: a real etcd and kube-apiserver starting on a busy 2-core machine.
 READY_TIMEOUT = scaled(90.0)
 STOP_GRACE = 5.0      # seconds for the children to stop before SIGKILL (tests/support allows 8 in all)
+PORT_TRIES = 4        # starts of a server whose port was taken before it bound it
 
 
 def log(msg):
@@ -95,10 +98,38 @@ def die_with_parent():
         pass
 
 
+def ephemeral_ports():
+    """The kernel's range of source ports for outgoing connections (ip_local_port_range)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low, high = (int(x) for x in f.read().split())
+        return low, high
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port free on 127.0.0.1 now, for a server about to start, drawn at random from below the
+    kernel's ephemeral range. A port the kernel handed out as free (bind to port 0) comes from
+    that range, and between its release here and the server's bind any outgoing connection (a
+    kubelet's, another test's) may take it as its source port: on a busy machine that happened,
+    and kube-apiserver exited with "address already in use". Below the range only another server
+    can take it; Real.serve_on_free_ports starts the server again on other ports if one did."""
+    low, _ = ephemeral_ports()
+    floor = 20000 if low > 21024 else 1024
+    for _ in range(200):
+        port = random.randrange(floor, low)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port on 127.0.0.1 in %d-%d" % (floor, low - 1))
+
+
+class PortTaken(RuntimeError):
+    """A child server exited because the port it was given was taken before it bound it."""
 
 
 def assets(*names):
@@ -210,14 +241,51 @@ class Real:
         """Starts a child; `ready` (a function, true once it serves) is what restart() waits for
         before starting the next."""
         self.spawned.append((argv, logname, ready))
-        out = open(os.path.join(self.dir, logname), "ab")
+        path = os.path.join(self.dir, logname)
+        out = open(path, "ab")
+        start = out.tell()
         # Each child in its own session: a SIGTERM to the launcher's process group reaches the
         # launcher alone, which then stops kube-apiserver before etcd (about 1 s instead of 4).
         p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                              preexec_fn=die_with_parent, close_fds=True, start_new_session=True)
         out.close()
+        p.log_path, p.log_start = path, start
         self.procs.append(p)
         return p
+
+    @staticmethod
+    def said(p):
+        """What child p wrote to its log since it was started."""
+        try:
+            with open(p.log_path, "rb") as f:
+                f.seek(p.log_start)
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+    def serve_on_free_ports(self, count, spawn, what, deadline):
+        """spawn(*ports), given count free ports, starts servers and returns the check that they
+        serve; waited for until the deadline. When one exits because its port was taken by
+        another server first (free_port), those it started are stopped and spawn is called again
+        with other ports, up to PORT_TRIES times. Returns the ports."""
+        for attempt in range(1, PORT_TRIES + 1):
+            ports = [free_port() for _ in range(count)]
+            n = len(self.procs)
+            ready = spawn(*ports)
+            try:
+                self.wait_for(what, ready, deadline)
+                return ports
+            except PortTaken as e:
+                if attempt == PORT_TRIES:
+                    raise
+                log("%s; starting it again on other ports" % e)
+                for p in self.procs[n:]:
+                    if p.poll() is None:
+                        p.kill()
+                    p.wait()
+                del self.procs[n:]
+                del self.spawned[n:]
+        raise AssertionError("unreachable")
 
     def stop(self):
         """Stops the children newest first, each before the next (kube-apiserver shuts down faster
@@ -257,8 +325,12 @@ class Real:
                 raise Stopped()
             for p in self.procs:
                 if p.poll() is not None:
-                    raise RuntimeError("%s exited with status %s while waiting for %s (logs in %s)" % (
-                        p.args[0], p.returncode, what, self.dir))
+                    said = self.said(p)
+                    taken = "address already in use" in said
+                    raise (PortTaken if taken else RuntimeError)(
+                        "%s exited with status %s while waiting for %s%s (logs in %s)" % (
+                            p.args[0], p.returncode, what, ": a port it was given was taken" if taken else "",
+                            self.dir))
             try:
                 if check():
                     return
@@ -319,54 +391,63 @@ class Real:
             for user in self.args.user:
                 f.write('%s-token,%s,%s-uid,"system:masters"\n' % (user, user, user))
 
-        client_port, peer_port, port = free_port(), free_port(), free_port()
-        etcd_url = "http://127.0.0.1:%d" % client_port
-        peer_url = "http://127.0.0.1:%d" % peer_port
-        etcd = self.spawn([self.etcd_bin, "--name=default", "--data-dir=" + os.path.join(d, "etcd"),
-                           "--listen-client-urls=" + etcd_url, "--advertise-client-urls=" + etcd_url,
-                           "--listen-peer-urls=" + peer_url, "--initial-advertise-peer-urls=" + peer_url,
-                           "--initial-cluster=default=" + peer_url, "--unsafe-no-fsync=true",
-                           # as kubeadm runs etcd: without progress notifications the watch cache
-                           # of a quiet resource never moves, and watches get no bookmarks
-                           "--experimental-watch-progress-notify-interval=5s"], "etcd.log")
+        etcd_data = os.path.join(d, "etcd")
 
-        def etcd_healthy():
-            with urllib.request.urlopen(etcd_url + "/health", timeout=2) as resp:
-                return json.loads(resp.read()).get("health") == "true"
+        def etcd_url_of(client_port):
+            return "http://127.0.0.1:%d" % client_port
 
-        self.wait_for("etcd", etcd_healthy, deadline)
-        self.spawned[-1] = self.spawned[-1][:2] + (etcd_healthy,)
+        def start_etcd(client_port, peer_port):
+            etcd_url, peer_url = etcd_url_of(client_port), "http://127.0.0.1:%d" % peer_port
+            shutil.rmtree(etcd_data, ignore_errors=True)    # a try before on taken ports
+            self.spawn([self.etcd_bin, "--name=default", "--data-dir=" + etcd_data,
+                        "--listen-client-urls=" + etcd_url, "--advertise-client-urls=" + etcd_url,
+                        "--listen-peer-urls=" + peer_url, "--initial-advertise-peer-urls=" + peer_url,
+                        "--initial-cluster=default=" + peer_url, "--unsafe-no-fsync=true",
+                        # as kubeadm runs etcd: without progress notifications the watch cache
+                        # of a quiet resource never moves, and watches get no bookmarks
+                        "--experimental-watch-progress-notify-interval=5s"], "etcd.log")
 
-        self.url = "https://127.0.0.1:%d" % port
-        apiserver = self.spawn([
-            self.apiserver_bin,
-            "--etcd-servers=" + etcd_url,
-            "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1",
-            "--secure-port=%d" % port,
-            "--cert-dir=" + os.path.join(d, "certs"),
-            "--tls-cert-file=" + crt,
-            "--tls-private-key-file=" + key,
-            "--token-auth-file=" + tokens,
-            "--authorization-mode=RBAC",
-            "--service-account-issuer=" + self.url,
-            "--service-account-key-file=" + sa_pub,
-            "--service-account-signing-key-file=" + sa_key,
-            # as kubeadm's default: the `kubernetes` Service gets 10.96.0.1, which the serving
-            # certificate names (apiserver.make_certs)
-            "--service-cluster-ip-range=10.96.0.0/12",
-            "--allow-privileged=true",
-            *serviceaccount_admission(self.args),
-            "--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
-        ] + real_node_flags(self.args) + workload_api_flags(self.args, self.apiserver_bin, "kube-apiserver")
-            + self.audit_flags(rbac_user), "kube-apiserver.log")
+            def etcd_healthy():
+                with urllib.request.urlopen(etcd_url + "/health", timeout=2) as resp:
+                    return json.loads(resp.read()).get("health") == "true"
+            self.spawned[-1] = self.spawned[-1][:2] + (etcd_healthy,)
+            return etcd_healthy
 
-        def readyz():
-            code, _ = self.https("GET", "/readyz")
-            return code == 200
+        client_port, _ = self.serve_on_free_ports(2, start_etcd, "etcd", deadline)
+        etcd_url = etcd_url_of(client_port)
 
-        self.wait_for("kube-apiserver /readyz", readyz, deadline)
-        self.spawned[-1] = self.spawned[-1][:2] + (readyz,)
+        def start_apiserver(port):
+            self.url = "https://127.0.0.1:%d" % port
+            self.spawn([
+                self.apiserver_bin,
+                "--etcd-servers=" + etcd_url,
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                "--secure-port=%d" % port,
+                "--cert-dir=" + os.path.join(d, "certs"),
+                "--tls-cert-file=" + crt,
+                "--tls-private-key-file=" + key,
+                "--token-auth-file=" + tokens,
+                "--authorization-mode=RBAC",
+                "--service-account-issuer=" + self.url,
+                "--service-account-key-file=" + sa_pub,
+                "--service-account-signing-key-file=" + sa_key,
+                # as kubeadm's default: the `kubernetes` Service gets 10.96.0.1, which the serving
+                # certificate names (apiserver.make_certs)
+                "--service-cluster-ip-range=10.96.0.0/12",
+                "--allow-privileged=true",
+                *serviceaccount_admission(self.args),
+                "--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
+            ] + real_node_flags(self.args) + workload_api_flags(self.args, self.apiserver_bin, "kube-apiserver")
+                + self.audit_flags(rbac_user), "kube-apiserver.log")
+
+            def readyz():
+                code, _ = self.https("GET", "/readyz")
+                return code == 200
+            self.spawned[-1] = self.spawned[-1][:2] + (readyz,)
+            return readyz
+
+        port, = self.serve_on_free_ports(1, start_apiserver, "kube-apiserver /readyz", deadline)
 
         crds = [] if self.args.without_crds else [project_crd()] + CRDS[1:]
         for c in crds:
@@ -613,29 +694,31 @@ class ControlPlane:
         kcm_bin, scheduler_bin = bins
         kubeconfig = os.path.join(d, "control-plane.kubeconfig")
         write_atomic(kubeconfig, kubeconfig_text(real.url, self.ca_pem, real.args.token))
-        kcm_port, scheduler_port = free_port(), free_port()
-        real.spawn([
-            kcm_bin,
-            "--kubeconfig=" + kubeconfig,
-            "--leader-elect=false",
-            "--bind-address=127.0.0.1",
-            "--secure-port=%d" % kcm_port,
-            "--cert-dir=" + os.path.join(d, "kcm-certs"),
-            "--service-account-private-key-file=" + os.path.join(d, "sa.key"),
-            "--root-ca-file=" + os.path.join(d, "ca.crt"),
-        ] + workload_api_flags(real.args, real.apiserver_bin, "kube-controller-manager"), "kube-controller-manager.log",
-            lambda: self.healthz(kcm_port))
-        real.spawn([
-            scheduler_bin,
-            "--kubeconfig=" + kubeconfig,
-            "--leader-elect=false",
-            "--bind-address=127.0.0.1",
-            "--secure-port=%d" % scheduler_port,
-            "--cert-dir=" + os.path.join(d, "scheduler-certs"),
-        ] + workload_api_flags(real.args, real.apiserver_bin, "kube-scheduler"), "kube-scheduler.log",
-            lambda: self.healthz(scheduler_port))
-        real.wait_for("kube-controller-manager /healthz", lambda: self.healthz(kcm_port), deadline)
-        real.wait_for("kube-scheduler /healthz", lambda: self.healthz(scheduler_port), deadline)
+        def start_both(kcm_port, scheduler_port):
+            real.spawn([
+                kcm_bin,
+                "--kubeconfig=" + kubeconfig,
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                "--secure-port=%d" % kcm_port,
+                "--cert-dir=" + os.path.join(d, "kcm-certs"),
+                "--service-account-private-key-file=" + os.path.join(d, "sa.key"),
+                "--root-ca-file=" + os.path.join(d, "ca.crt"),
+            ] + workload_api_flags(real.args, real.apiserver_bin, "kube-controller-manager"),
+                "kube-controller-manager.log", lambda: self.healthz(kcm_port))
+            real.spawn([
+                scheduler_bin,
+                "--kubeconfig=" + kubeconfig,
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                "--secure-port=%d" % scheduler_port,
+                "--cert-dir=" + os.path.join(d, "scheduler-certs"),
+            ] + workload_api_flags(real.args, real.apiserver_bin, "kube-scheduler"), "kube-scheduler.log",
+                lambda: self.healthz(scheduler_port))
+            return lambda: self.healthz(kcm_port) and self.healthz(scheduler_port)
+
+        kcm_port, scheduler_port = real.serve_on_free_ports(
+            2, start_both, "kube-controller-manager and kube-scheduler /healthz", deadline)
 
         def namespace_served():
             code, _ = real.https("GET", "/api/v1/namespaces/default/serviceaccounts/default")

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """launch.py stops on SIGTERM, leaves no process behind and never keeps its caller's output open:
-with the double, and with real etcd and kube-apiserver when KUBEBUILDER_ASSETS names them.
+with the double, and with real etcd and kube-apiserver when KUBEBUILDER_ASSETS names them. The
+ports it gives real servers lie below the kernel's ephemeral range, and a server whose port was
+taken before it bound it is started again on another.
 
     python3 tests/apiserver/test_launch.py
 """
@@ -9,6 +11,7 @@ import os
 import select
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -112,6 +115,84 @@ class LaunchStops(unittest.TestCase):
                 break
             time.sleep(0.01)
         self.wait_stopped(p, pids, t0)
+
+
+# A server as etcd and kube-apiserver behave: it binds 127.0.0.1:PORT and serves (saying so: the
+# test's port is served by the test itself too), or says what Go says and exits 1.
+FAKE_SERVER = """
+import socket, sys, time
+s = socket.socket()
+try:
+    s.bind(("127.0.0.1", int(sys.argv[1])))
+except OSError:
+    print("listen tcp 127.0.0.1:%s: bind: address already in use" % sys.argv[1], flush=True)
+    sys.exit(1)
+s.listen(8)
+print("serving on %s" % sys.argv[1], flush=True)
+while True:
+    c, _ = s.accept()
+    c.close()
+"""
+
+
+class Ports(unittest.TestCase):
+    def setUp(self):
+        sys.path.insert(0, HERE)
+        import launch
+        self.launch = launch
+        self.dir = tempfile.mkdtemp(prefix="launch-ports-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+
+    def test_free_ports_lie_below_the_ephemeral_range_and_are_free(self):
+        low, _ = self.launch.ephemeral_ports()
+        for _ in range(50):
+            port = self.launch.free_port()
+            self.assertLess(port, low)
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", port))
+
+    def test_a_server_whose_port_was_taken_starts_again_on_another(self):
+        taken = socket.socket()
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        self.addCleanup(taken.close)
+        ports = [taken.getsockname()[1]]
+        real_free_port = self.launch.free_port
+        self.launch.free_port = lambda: ports.pop(0) if ports else real_free_port()
+        self.addCleanup(setattr, self.launch, "free_port", real_free_port)
+
+        class Args:
+            state_dir = self.dir
+        real = self.launch.Real(Args, "etcd", "kube-apiserver")
+        self.addCleanup(real.stop)
+
+        def start(port):
+            p = real.spawn([sys.executable, "-c", FAKE_SERVER, str(port)], "fake.log")
+            return lambda: "serving on %d" % port in real.said(p)
+
+        port, = real.serve_on_free_ports(1, start, "the fake server", time.monotonic() + READY_WITHIN)
+        self.assertNotEqual(port, taken.getsockname()[1])
+        self.assertEqual(len(real.procs), 1, "the server that exited is no longer supervised")
+        self.assertIsNone(real.procs[0].poll())
+        with open(os.path.join(self.dir, "fake.log")) as f:
+            self.assertIn("address already in use", f.read())
+
+    def test_a_server_that_fails_otherwise_is_not_started_again(self):
+        class Args:
+            state_dir = self.dir
+        real = self.launch.Real(Args, "etcd", "kube-apiserver")
+        self.addCleanup(real.stop)
+        starts = []
+
+        def start(port):
+            starts.append(port)
+            real.spawn([sys.executable, "-c", "import sys; print('bad flag'); sys.exit(2)"], "bad.log")
+            return lambda: False
+        with self.assertRaises(RuntimeError) as e:
+            real.serve_on_free_ports(1, start, "the bad server", time.monotonic() + READY_WITHIN)
+        self.assertNotIsInstance(e.exception, self.launch.PortTaken)
+        self.assertIn("exited with status 2", str(e.exception))
+        self.assertEqual(len(starts), 1)
 
 
 if __name__ == "__main__":

@@ -545,15 +545,64 @@ class LocalCluster:
         pid = next((int(f[1]) for f in (line.split() for line in tasks.splitlines()[1:]) if f and f[0] == cid), None)
         return pid, node, tasks
 
+    # Run on the node, inside a container's memory cgroup: touches memory 8 MiB at a time until
+    # the process VICTIM is gone (or 4 GiB, or 300 s).
+    ALLOCATOR = """
+import os, sys, time
+cgroup, victim = sys.argv[1], int(sys.argv[2])
+with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
+    f.write(str(os.getpid()))
+
+def alive():
+    try:
+        with open("/proc/%d/stat" % victim) as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
+
+held, end = [], time.monotonic() + 300
+while alive() and len(held) < 512 and time.monotonic() < end:
+    chunk = bytearray(8 << 20)
+    chunk[::4096] = b"\\1" * (len(chunk) // 4096)
+    held.append(chunk)
+"""
+
+    @staticmethod
+    def _memory_cgroup(pid):
+        """The folder of process pid's memory cgroup under /sys/fs/cgroup (v1 or v2)."""
+        with open("/proc/%d/cgroup" % pid) as f:
+            for line in f.read().splitlines():
+                _, controllers, path = line.split(":", 2)
+                if "memory" in controllers.split(","):
+                    return "/sys/fs/cgroup/memory" + path
+                if controllers == "" and os.path.exists("/sys/fs/cgroup/cgroup.controllers"):
+                    return "/sys/fs/cgroup" + path
+        raise RuntimeError("process %d has no memory cgroup" % pid)
+
+    @staticmethod
+    def _alive(pid):
+        try:
+            with open("/proc/%d/stat" % pid) as f:
+                return f.read().rpartition(")")[2].split()[0] != "Z"
+        except OSError:
+            return False
+
     def oom_kill_pod(self, ns, name):
-        """Real nodes: a process started in the pod's first container (kubectl exec) allocates
-        past the container's memory limit, and the kernel's OOM killer of the container's memory
-        cgroup ends the container; the kubelet reports it OOMKilled, as containerd saw the cgroup's
-        OOM event. The container must have a memory limit. On cgroup v2 the kubelet sets
-        memory.oom.group, so the kernel kills the whole container. On cgroup v1 (hybrid hosts) it
-        kills one process, the one scoring highest, and the container would live on without it; so
-        that it ends as on v2, the container's main process is first given an oom_score_adj of
-        1000 from the node, and the kernel picks it. Returns the host's cgroup version."""
+        """Real nodes: the pod's first container goes over its memory limit and the kernel's OOM
+        killer of the container's memory cgroup ends it; the kubelet reports it OOMKilled, as
+        containerd saw the cgroup's OOM event. The container must have a memory limit.
+
+        The memory is taken by a process of the node's that joins the container's memory cgroup
+        (ALLOCATOR). On cgroup v2 the kubelet sets memory.oom.group, and the kernel kills every
+        process of the container. On cgroup v1 it kills one, the one scoring highest, and the
+        container lives on without it unless that one is its main process, the first of its PID
+        namespace. So that the container ends as on v2, its main process is given oom_score_adj
+        1000 from the node. That wins only over processes whose own adjustment keeps them below
+        it: the kubelet's -997 of a Guaranteed pod (a Burstable pod's 2 to 999 would leave a
+        rank scoring higher by its size), and the allocator's 0, whose size stays under the
+        limit. (Lowering a process's adjustment needs CAP_SYS_RESOURCE, which the node's root
+        may lack.) Returns the host's cgroup version and the seconds from the start of the
+        allocation until the container's main process was gone."""
         if not self.real_nodes:
             raise Unsupported("an OOM kill by a container's memory cgroup needs real nodes")
         pod = json.loads(self.kubectl("get", "pod", name, "-n", ns, "-o", "json").stdout)
@@ -561,16 +610,27 @@ class LocalCluster:
         if not limit:
             raise RuntimeError("%s/%s's container has no memory limit to exceed" % (ns, name))
         version = 2 if os.path.exists("/sys/fs/cgroup/cgroup.controllers") else 1
+        qos = (pod.get("status") or {}).get("qosClass")
+        if version == 1 and qos != "Guaranteed":
+            raise RuntimeError("%s/%s is %s: on cgroup v1 only a Guaranteed pod's container can be made to end "
+                               "by its OOM killer (see oom_kill_pod)" % (ns, name, qos))
+        pid, node, tasks = self._container_pid(pod)
+        if pid is None:
+            raise RuntimeError("no task of %s/%s's container on %s:\n%s" % (ns, name, node["name"], tasks))
+        cgroup = self._memory_cgroup(pid)
         if version == 1:
-            pid, node, tasks = self._container_pid(pod)
-            if pid is None:
-                raise RuntimeError("no task of %s/%s's container on %s:\n%s" % (ns, name, node["name"], tasks))
             with open("/proc/%d/oom_score_adj" % pid, "w") as f:
                 f.write("1000")
-        # GNU tail -c keeps what it read, 2 GiB here: past any limit a test gives a worker. Its
-        # exec session ends with the container.
-        self.kubectl("exec", "-n", ns, name, "--", "sh", "-c", "head -c 2G /dev/zero | tail -c 2G > /dev/null")
-        return version
+        t0 = time.monotonic()
+        r = subprocess.run([sys.executable, "-c", self.ALLOCATOR, cgroup, str(pid)], capture_output=True,
+                           text=True, timeout=360)
+        took = time.monotonic() - t0
+        if self._alive(pid):
+            with open(os.path.join(cgroup, "cgroup.procs")) as f:
+                procs = f.read().split()
+            raise RuntimeError("%s/%s's main process %d outlived the allocation in %s (status %s; processes "
+                               "there: %s): %s" % (ns, name, pid, cgroup, r.returncode, procs, r.stderr[-2000:]))
+        return version, took
 
     def cut_pod_network(self, ns, name, heal=False):
         """Real nodes: every packet into and out of the pod dropped, in its own network namespace

@@ -281,16 +281,17 @@ class EndToEnd(JobWaits, unittest.TestCase):
 
     def test_worker_oom_killed_is_named_and_the_retry_succeeds(self):
         """A worker's container OOM-killed by the kernel at its real memory limit mid-training
-        (harness oom_kill_pod): the MPIJob's Restarting condition and an event name the worker
-        and OOMKilled, the worker is replaced, and the retry Succeeds."""
+        (harness oom_kill_pod; a Guaranteed worker, cpu and memory limits): the MPIJob's
+        Restarting condition and an event name the worker and OOMKilled, the worker is replaced,
+        and the retry Succeeds."""
         if not self.c.real_nodes:
             self.skipTest("needs real nodes: a container's memory cgroup, its OOM killer and the kubelet's report "
                           "of it (the simulation's OOMKilled report is test_controller's "
                           "failed_worker_is_replaced_and_the_job_restarts)")
         ns = self.namespace()
-        self.start_training(ns, "oomer", 4000, {"backoffLimit": 3}, worker_limits={"memory": "512Mi"})
+        self.start_training(ns, "oomer", 4000, {"backoffLimit": 3}, worker_limits={"memory": "512Mi", "cpu": "1"})
         t0 = time.monotonic()
-        version = self.c.oom_kill_pod(ns, "oomer-worker-1")
+        version, allocated = self.c.oom_kill_pod(ns, "oomer-worker-1")
 
         def named():
             c = self.condition(self.mpijob(ns, "oomer") or {}, "Restarting") or {}
@@ -299,16 +300,20 @@ class EndToEnd(JobWaits, unittest.TestCase):
                               describe=lambda: self.describe_job(ns, "oomer"))
         detected = time.monotonic() - t0
         self.assertIn("worker oomer-worker-1 failed (OOMKilled)", restarting["message"])
-        events = json.loads(self.kubectl("get", "events", "-n", ns, "--field-selector",
-                                         "involvedObject.kind=MPIJob,involvedObject.name=oomer", "-o", "json").stdout)
-        said = [e.get("message", "") for e in events["items"]]
-        self.assertTrue([m for m in said if "oomer-worker-1" in m and "OOMKilled" in m],
-                        "an event names the worker and OOMKilled: %s" % said)
+
+        def said():
+            events = json.loads(self.kubectl("get", "events", "-n", ns, "--field-selector",
+                                             "involvedObject.kind=MPIJob,involvedObject.name=oomer", "-o", "json").stdout)
+            return [(e.get("type"), e.get("reason"), e.get("message", "")) for e in events["items"]]
+        wait_for("a Warning event naming oomer-worker-1 and OOMKilled",
+                 lambda: [e for e in said() if e[:2] == ("Warning", "MPIJobRestarting") and "oomer-worker-1" in e[2]
+                          and "OOMKilled" in e[2]], TIMEOUT, interval=0.5, describe=said)
         j = self.wait_state(ns, "oomer", ("Succeeded", "Failed"))
         self.assertEqual(j["status"]["state"], "Succeeded", self.describe_job(ns, "oomer"))
         self.assertGreaterEqual(int(j["status"].get("workerRestarts") or 0), 1)
-        print("worker OOM-killed (cgroup v%d): the MPIJob said so %.1f s later (%s); Succeeded %.1f s after the kill"
-              % (version, detected, restarting["message"], time.monotonic() - t0), file=sys.stderr, flush=True)
+        print("worker OOM-killed (cgroup v%d) %.1f s into the allocation: the MPIJob said so %.1f s after it began "
+              "(%s); Succeeded %.1f s after it began" % (version, allocated, detected, restarting["message"],
+                                                        time.monotonic() - t0), file=sys.stderr, flush=True)
 
     def test_worker_evicted_past_the_backoff_limit_fails_as_evicted(self):
         """A worker evicted mid-training with backoffLimit 0: no replacement, the job ends Failed

@@ -517,6 +517,9 @@ static bool suspend_is(const cJSON *lj, const void *want)
     return lj && json_bool(lj, "spec.suspend", false) == *(const bool *)want;
 }
 
+static int count_events(const char *reason);
+static bool wait_events(const char *reason, int n);
+
 static bool wait_launcher_suspended(const char *job_name, bool suspended)
 {
     char lname[128];
@@ -564,6 +567,7 @@ Test(controller, launcher_restart_message_outlives_the_launcher_pod)
     cr_assert_null(strstr(msg, "----"), "separator lines are dropped: %s", msg);
     cr_assert_null(strstr(msg, "\n\n"), "blank lines are dropped: %s", msg);
     cJSON_Delete(job);
+    cr_assert(wait_events("MPIJobRestarting", 1), "a Warning event says the launcher failed");
 
     /* The Job controller gives up: the pod goes first, then the Job turns Failed. */
     cr_assert_eq(kube_delete(env.admin, &KUBE_PODS, "default", "lr-launcher-abcde", NULL, NULL, NULL), 0);
@@ -599,6 +603,8 @@ Test(controller, failed_worker_is_replaced_and_the_job_restarts)
     cr_assert_not_null(strstr(msg, "OOMKilled"), "%s", msg);
     cr_assert_eq(json_int(job, "status.workerRestarts", 0), 1);
     cJSON_Delete(job);
+    cr_assert(wait_events("MPIJobRestarting", 1), "a Warning event names the worker and why it failed");
+    cr_assert_eq(count_events("MPIJobRestarting"), 1, "one event for one failure");
 }
 
 Test(controller, evictions_past_the_backoff_limit_fail_the_job_and_clean_up)
@@ -613,7 +619,19 @@ Test(controller, evictions_past_the_backoff_limit_fail_the_job_and_clean_up)
     cr_assert(wait_gone(&KUBE_PODS, "ev-worker-0"), "cleanPodPolicy All removes every worker");
 }
 
-static int count_events(const char *reason);
+/* Whether n events of this reason were recorded (counted by count_events) within WAIT_MS; the
+ * recorder writes them after the status write that a test waits for. */
+static bool wait_events(const char *reason, int n)
+{
+    struct test_deadline d = test_deadline_in(WAIT_MS);
+    int seen;
+    while ((seen = count_events(reason)) < n)
+        if (!test_deadline_poll(&d)) {
+            fprintf(stderr, "%d of %d %s events after %s\n", seen, n, reason, test_deadline_text(&d));
+            return false;
+        }
+    return true;
+}
 
 /* Plays the scheduler: the pod is bound to a node, so that its deletion is graceful (it stays,
  * Running, with a deletionTimestamp until a kubelet finishes it; none does here). */
