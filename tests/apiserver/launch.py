@@ -327,10 +327,11 @@ class Real:
                 if p.poll() is not None:
                     said = self.said(p)
                     taken = "address already in use" in said
+                    last = " | ".join(said.strip().splitlines()[-3:])[-600:]
                     raise (PortTaken if taken else RuntimeError)(
-                        "%s exited with status %s while waiting for %s%s (logs in %s)" % (
+                        "%s exited with status %s while waiting for %s%s (logs in %s; its last words: %s)" % (
                             p.args[0], p.returncode, what, ": a port it was given was taken" if taken else "",
-                            self.dir))
+                            self.dir, last))
             try:
                 if check():
                     return
