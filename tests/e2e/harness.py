@@ -545,27 +545,49 @@ class LocalCluster:
         pid = next((int(f[1]) for f in (line.split() for line in tasks.splitlines()[1:]) if f and f[0] == cid), None)
         return pid, node, tasks
 
-    # Run on the node, inside a container's memory cgroup: touches memory 8 MiB at a time until
-    # the process VICTIM is gone (or 4 GiB, or 300 s).
+    # Run on the node, inside a container's memory cgroup. First a child that holds 64 MiB with
+    # oom_score_adj 1000 (any process may raise its own), the OOM killer's first choice; then
+    # memory taken 8 MiB at a time until the child is gone, a pause of FIRST_PAUSE_S, and more
+    # until the process VICTIM is gone (or 4 GiB, or 300 s). Prints the seconds to each kill.
     ALLOCATOR = """
-import os, sys, time
-cgroup, victim = sys.argv[1], int(sys.argv[2])
+import os, signal, sys, time
+cgroup, victim, pause = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
     f.write(str(os.getpid()))
 
-def alive():
+def touched(mib):
+    chunk = bytearray(mib << 20)
+    chunk[::4096] = b"\\1" * (len(chunk) // 4096)
+    return chunk
+
+def alive(pid):
     try:
-        with open("/proc/%d/stat" % victim) as f:
+        with open("/proc/%d/stat" % pid) as f:
             return f.read().rpartition(")")[2].split()[0] != "Z"
     except OSError:
         return False
 
-held, end = [], time.monotonic() + 300
-while alive() and len(held) < 512 and time.monotonic() < end:
-    chunk = bytearray(8 << 20)
-    chunk[::4096] = b"\\1" * (len(chunk) // 4096)
-    held.append(chunk)
+r, w = os.pipe()
+first = os.fork()
+if first == 0:
+    with open("/proc/self/oom_score_adj", "w") as f:
+        f.write("1000")
+    held = touched(64)
+    os.write(w, b"x")
+    time.sleep(600)
+    os._exit(0)
+os.read(r, 1)
+t0 = time.monotonic()
+held, end = [], t0 + 300
+while os.waitpid(first, os.WNOHANG)[0] == 0 and len(held) < 512 and time.monotonic() < end:
+    held.append(touched(8))
+print("first %.2f" % (time.monotonic() - t0), flush=True)
+time.sleep(pause)
+while alive(victim) and len(held) < 512 and time.monotonic() < end:
+    held.append(touched(8))
+print("victim %.2f" % (time.monotonic() - t0), flush=True)
 """
+    FIRST_PAUSE_S = 2.0
 
     @staticmethod
     def _memory_cgroup(pid):
@@ -601,8 +623,17 @@ while alive() and len(held) < 512 and time.monotonic() < end:
         it: the kubelet's -997 of a Guaranteed pod (a Burstable pod's 2 to 999 would leave a
         rank scoring higher by its size), and the allocator's 0, whose size stays under the
         limit. (Lowering a process's adjustment needs CAP_SYS_RESOURCE, which the node's root
-        may lack.) Returns the host's cgroup version and the seconds from the start of the
-        allocation until the container's main process was gone."""
+        may lack.)
+
+        containerd says OOMKilled of a container that exits once it has handled an OOM event of
+        its cgroup; when the exit reaches it first it says Error (exit code 137), and the kubelet
+        keeps that (seen on 1.32.13). So the allocator's first victim is a child of
+        its own, larger than the main process at the same adjustment: its OOM kill is the
+        container's first OOM event; FIRST_PAUSE_S later the allocation goes on and the main
+        process goes. Both are the kernel's kills at the container's own limit.
+
+        Returns the host's cgroup version and the seconds from the start of the allocation until
+        the container's main process was gone."""
         if not self.real_nodes:
             raise Unsupported("an OOM kill by a container's memory cgroup needs real nodes")
         pod = json.loads(self.kubectl("get", "pod", name, "-n", ns, "-o", "json").stdout)
@@ -622,9 +653,10 @@ while alive() and len(held) < 512 and time.monotonic() < end:
             with open("/proc/%d/oom_score_adj" % pid, "w") as f:
                 f.write("1000")
         t0 = time.monotonic()
-        r = subprocess.run([sys.executable, "-c", self.ALLOCATOR, cgroup, str(pid)], capture_output=True,
-                           text=True, timeout=360)
-        took = time.monotonic() - t0
+        r = subprocess.run([sys.executable, "-c", self.ALLOCATOR, cgroup, str(pid), str(self.FIRST_PAUSE_S)],
+                           capture_output=True, text=True, timeout=360)
+        said = dict(line.split() for line in r.stdout.splitlines() if len(line.split()) == 2)
+        took = float(said.get("victim", time.monotonic() - t0))
         if self._alive(pid):
             with open(os.path.join(cgroup, "cgroup.procs")) as f:
                 procs = f.read().split()
