@@ -266,10 +266,13 @@ static long long seconds_since(const struct planner *pl, const char *name)
     return (long long)(pl->in->now - then);
 }
 
-static void set_condition(struct planner *pl, const char *type, bool value, const char *reason, const char *msg)
+/* Whether the condition changed (an announcement is due); out of memory is noted. */
+static bool set_condition(struct planner *pl, const char *type, bool value, const char *reason, const char *msg)
 {
-    if (mpijob_status_set_condition(pl->status, type, value, reason, msg, pl->now) < 0)
+    int rc = mpijob_status_set_condition(pl->status, type, value, reason, msg, pl->now);
+    if (rc < 0)
         pl->nomem = true;
+    return rc > 0;
 }
 
 /* ---- objects that exist -------------------------------------------------------------------- */
@@ -287,7 +290,7 @@ static enum presence presence(struct planner *pl, const struct kube_resource *re
         return OURS;
     char what[400];
     snprintf(what, sizeof(what), "%s %s exists and is not controlled by this MPIJob", res->kind, name);
-    if (mpijob_status_set_condition(pl->status, MPIJOB_COND_CREATED, false, "ErrResourceExists", what, pl->now) > 0)
+    if (set_condition(pl, MPIJOB_COND_CREATED, false, "ErrResourceExists", what))
         announce(pl, "Warning", "ErrResourceExists", what);
     pl->blocked = true;
     return FOREIGN;
@@ -354,7 +357,7 @@ static void set_worker_status(struct planner *pl, const struct replica_counts *w
 static void finish(struct planner *pl, bool succeeded, const char *reason, const char *message)
 {
     const char *type = succeeded ? MPIJOB_COND_SUCCEEDED : MPIJOB_COND_FAILED;
-    if (mpijob_status_set_condition(pl->status, type, true, reason, message, pl->now) > 0)
+    if (set_condition(pl, type, true, reason, message))
         announce(pl, succeeded ? "Normal" : "Warning", succeeded ? "MPIJobSucceeded" : "MPIJobFailed", message);
     if (!cJSON_GetObjectItemCaseSensitive(pl->status, "completionTime"))
         json_set_string(pl->status, "completionTime", pl->now);
@@ -442,8 +445,7 @@ static void plan_lifecycle(struct planner *pl)
         announce(pl, "Normal", "MPIJobCreated", msg);
     }
     if (job->run_policy.suspend) {
-        if (mpijob_status_set_condition(pl->status, MPIJOB_COND_SUSPENDED, true, "MPIJobSuspended",
-                                        "MPIJob suspended", pl->now) > 0)
+        if (set_condition(pl, MPIJOB_COND_SUSPENDED, true, "MPIJobSuspended", "MPIJob suspended"))
             announce(pl, "Normal", "MPIJobSuspended", "MPIJob suspended");
         if (mpijob_status_condition(pl->status, MPIJOB_COND_RUNNING))
             set_condition(pl, MPIJOB_COND_RUNNING, false, "MPIJobSuspended", "MPIJob suspended");
@@ -748,11 +750,7 @@ static void plan_launcher_state(struct planner *pl, struct workers_seen *w, stru
         /* Between two launcher runs: the Job retries (a new pod, or the kubelet restarts the
          * container), and the failure is kept here until the next run is going. */
         snprintf(msg, sizeof(msg), "launcher pod %s failed (%s): %s", last_pod, last->reason, last->message);
-        int changed = mpijob_status_set_condition(pl->status, MPIJOB_COND_RESTARTING, true, "MPIJobRestarting", msg,
-                                                  pl->now);
-        if (changed < 0)
-            pl->nomem = true;
-        else if (changed > 0)
+        if (set_condition(pl, MPIJOB_COND_RESTARTING, true, "MPIJobRestarting", msg))
             announce(pl, "Warning", "MPIJobRestarting", msg);
     } else if (!suspended && lc->active > 0 && lc->ready > 0 && job->worker.replicas > 0 &&
                (int)w->n_running == job->worker.replicas) {
@@ -1028,7 +1026,7 @@ static void want_podgroup(struct planner *pl)
  * no retry can change it. */
 static void invalid_spec(struct planner *pl, const char *message)
 {
-    if (mpijob_status_set_condition(pl->status, MPIJOB_COND_FAILED, true, "InvalidSpec", message, pl->now) > 0)
+    if (set_condition(pl, MPIJOB_COND_FAILED, true, "InvalidSpec", message))
         announce(pl, "Warning", "InvalidSpec", message);
     if (!cJSON_GetObjectItemCaseSensitive(pl->status, "completionTime"))
         json_set_string(pl->status, "completionTime", pl->now);

@@ -400,22 +400,25 @@ class Real:
         def start_etcd(client_port, peer_port):
             etcd_url, peer_url = etcd_url_of(client_port), "http://127.0.0.1:%d" % peer_port
             shutil.rmtree(etcd_data, ignore_errors=True)    # a try before on taken ports
+
+            def etcd_healthy():
+                with urllib.request.urlopen(etcd_url + "/health", timeout=2) as resp:
+                    return json.loads(resp.read()).get("health") == "true"
             self.spawn([self.etcd_bin, "--name=default", "--data-dir=" + etcd_data,
                         "--listen-client-urls=" + etcd_url, "--advertise-client-urls=" + etcd_url,
                         "--listen-peer-urls=" + peer_url, "--initial-advertise-peer-urls=" + peer_url,
                         "--initial-cluster=default=" + peer_url, "--unsafe-no-fsync=true",
                         # as kubeadm runs etcd: without progress notifications the watch cache
                         # of a quiet resource never moves, and watches get no bookmarks
-                        "--experimental-watch-progress-notify-interval=5s"], "etcd.log")
-
-            def etcd_healthy():
-                with urllib.request.urlopen(etcd_url + "/health", timeout=2) as resp:
-                    return json.loads(resp.read()).get("health") == "true"
-            self.spawned[-1] = self.spawned[-1][:2] + (etcd_healthy,)
+                        "--experimental-watch-progress-notify-interval=5s"], "etcd.log", etcd_healthy)
             return etcd_healthy
 
         client_port, _ = self.serve_on_free_ports(2, start_etcd, "etcd", deadline)
         etcd_url = etcd_url_of(client_port)
+
+        def readyz():
+            code, _ = self.https("GET", "/readyz")
+            return code == 200
 
         def start_apiserver(port):
             self.url = "https://127.0.0.1:%d" % port
@@ -440,12 +443,7 @@ class Real:
                 *serviceaccount_admission(self.args),
                 "--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
             ] + real_node_flags(self.args) + workload_api_flags(self.args, self.apiserver_bin, "kube-apiserver")
-                + self.audit_flags(rbac_user), "kube-apiserver.log")
-
-            def readyz():
-                code, _ = self.https("GET", "/readyz")
-                return code == 200
-            self.spawned[-1] = self.spawned[-1][:2] + (readyz,)
+                + self.audit_flags(rbac_user), "kube-apiserver.log", readyz)
             return readyz
 
         port, = self.serve_on_free_ports(1, start_apiserver, "kube-apiserver /readyz", deadline)
@@ -695,7 +693,13 @@ class ControlPlane:
         kcm_bin, scheduler_bin = bins
         kubeconfig = os.path.join(d, "control-plane.kubeconfig")
         write_atomic(kubeconfig, kubeconfig_text(real.url, self.ca_pem, real.args.token))
+
         def start_both(kcm_port, scheduler_port):
+            def kcm_ready():
+                return self.healthz(kcm_port)
+
+            def scheduler_ready():
+                return self.healthz(scheduler_port)
             real.spawn([
                 kcm_bin,
                 "--kubeconfig=" + kubeconfig,
@@ -706,7 +710,7 @@ class ControlPlane:
                 "--service-account-private-key-file=" + os.path.join(d, "sa.key"),
                 "--root-ca-file=" + os.path.join(d, "ca.crt"),
             ] + workload_api_flags(real.args, real.apiserver_bin, "kube-controller-manager"),
-                "kube-controller-manager.log", lambda: self.healthz(kcm_port))
+                "kube-controller-manager.log", kcm_ready)
             real.spawn([
                 scheduler_bin,
                 "--kubeconfig=" + kubeconfig,
@@ -715,8 +719,8 @@ class ControlPlane:
                 "--secure-port=%d" % scheduler_port,
                 "--cert-dir=" + os.path.join(d, "scheduler-certs"),
             ] + workload_api_flags(real.args, real.apiserver_bin, "kube-scheduler"), "kube-scheduler.log",
-                lambda: self.healthz(scheduler_port))
-            return lambda: self.healthz(kcm_port) and self.healthz(scheduler_port)
+                scheduler_ready)
+            return lambda: kcm_ready() and scheduler_ready()
 
         kcm_port, scheduler_port = real.serve_on_free_ports(
             2, start_both, "kube-controller-manager and kube-scheduler /healthz", deadline)

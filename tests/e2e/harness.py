@@ -43,6 +43,9 @@ import yaml
 ROOT = os.environ.get("MPIJOB_SRC_DIR") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
 from deadline import Deadline, scaled, wait_for  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import oom_allocator  # noqa: E402
 OPERATOR = os.path.join(ROOT, "build", "bin", "mpijob-operator")
 WORKER = os.path.join(ROOT, "build", "bin", "mpijob-worker")
 
@@ -545,48 +548,7 @@ class LocalCluster:
         pid = next((int(f[1]) for f in (line.split() for line in tasks.splitlines()[1:]) if f and f[0] == cid), None)
         return pid, node, tasks
 
-    # Run on the node, inside a container's memory cgroup. First a child that holds 64 MiB with
-    # oom_score_adj 1000 (any process may raise its own), the OOM killer's first choice; then
-    # memory taken 8 MiB at a time until the child is gone, a pause of FIRST_PAUSE_S, and more
-    # until the process VICTIM is gone (or 4 GiB, or 300 s). Prints the seconds to each kill.
-    ALLOCATOR = """
-import os, signal, sys, time
-cgroup, victim, pause = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
-with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
-    f.write(str(os.getpid()))
-
-def touched(mib):
-    chunk = bytearray(mib << 20)
-    chunk[::4096] = b"\\1" * (len(chunk) // 4096)
-    return chunk
-
-def alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rpartition(")")[2].split()[0] != "Z"
-    except OSError:
-        return False
-
-r, w = os.pipe()
-first = os.fork()
-if first == 0:
-    with open("/proc/self/oom_score_adj", "w") as f:
-        f.write("1000")
-    held = touched(64)
-    os.write(w, b"x")
-    time.sleep(600)
-    os._exit(0)
-os.read(r, 1)
-t0 = time.monotonic()
-held, end = [], t0 + 300
-while os.waitpid(first, os.WNOHANG)[0] == 0 and len(held) < 512 and time.monotonic() < end:
-    held.append(touched(8))
-print("first %.2f" % (time.monotonic() - t0), flush=True)
-time.sleep(pause)
-while alive(victim) and len(held) < 512 and time.monotonic() < end:
-    held.append(touched(8))
-print("victim %.2f" % (time.monotonic() - t0), flush=True)
-"""
+    # Seconds between the allocator's first OOM kill and the rest of its allocation.
     FIRST_PAUSE_S = 2.0
 
     @staticmethod
@@ -601,21 +563,13 @@ print("victim %.2f" % (time.monotonic() - t0), flush=True)
                     return "/sys/fs/cgroup" + path
         raise RuntimeError("process %d has no memory cgroup" % pid)
 
-    @staticmethod
-    def _alive(pid):
-        try:
-            with open("/proc/%d/stat" % pid) as f:
-                return f.read().rpartition(")")[2].split()[0] != "Z"
-        except OSError:
-            return False
-
     def oom_kill_pod(self, ns, name):
         """Real nodes: the pod's first container goes over its memory limit and the kernel's OOM
         killer of the container's memory cgroup ends it; the kubelet reports it OOMKilled, as
         containerd saw the cgroup's OOM event. The container must have a memory limit.
 
         The memory is taken by a process of the node's that joins the container's memory cgroup
-        (ALLOCATOR). On cgroup v2 the kubelet sets memory.oom.group, and the kernel kills every
+        (oom_allocator.py). On cgroup v2 the kubelet sets memory.oom.group, and the kernel kills every
         process of the container. On cgroup v1 it kills one, the one scoring highest, and the
         container lives on without it unless that one is its main process, the first of its PID
         namespace. So that the container ends as on v2, its main process is given oom_score_adj
@@ -653,11 +607,12 @@ print("victim %.2f" % (time.monotonic() - t0), flush=True)
             with open("/proc/%d/oom_score_adj" % pid, "w") as f:
                 f.write("1000")
         t0 = time.monotonic()
-        r = subprocess.run([sys.executable, "-c", self.ALLOCATOR, cgroup, str(pid), str(self.FIRST_PAUSE_S)],
+        r = subprocess.run([sys.executable, os.path.join(HERE, "oom_allocator.py"), cgroup, str(pid),
+                            str(self.FIRST_PAUSE_S)],
                            capture_output=True, text=True, timeout=360)
         said = dict(line.split() for line in r.stdout.splitlines() if len(line.split()) == 2)
         took = float(said.get("victim", time.monotonic() - t0))
-        if self._alive(pid):
+        if oom_allocator.alive(pid):
             with open(os.path.join(cgroup, "cgroup.procs")) as f:
                 procs = f.read().split()
             raise RuntimeError("%s/%s's main process %d outlived the allocation in %s (status %s; processes "
