@@ -491,6 +491,9 @@ static bool plan_deadline(struct planner *pl)
     return true;
 }
 
+/* How the Restarting condition's message begins when a worker's failure set it. */
+#define WORKER_FAILED "worker "
+
 /* A worker that ended (Failed, or Succeeded: see below) while the job runs is deleted, so the
  * next reconcile creates it afresh and the launcher's retry finds a complete set (the reference never does this, so its
  * retries are futile). Replacements count against backoffLimit, kept in status.workerRestarts. */
@@ -516,7 +519,7 @@ static void replace_failed_worker(struct planner *pl, int index, const cJSON *po
     cJSON_DeleteItemFromObjectCaseSensitive(pl->status, "workerRestarts");
     cJSON_AddNumberToObject(pl->status, "workerRestarts", (double)restarts);
     char msg[1000];
-    snprintf(msg, sizeof(msg), "worker %s failed (%s): %s", obj->name, reason, message);
+    snprintf(msg, sizeof(msg), WORKER_FAILED "%s failed (%s): %s", obj->name, reason, message);
     if (restarts > pl->job->run_policy.backoff_limit) {
         char full[1400];
         snprintf(full, sizeof(full), "MPIJob %s/%s has failed: %s; %lld worker replacements exceed backoffLimit %d",
@@ -692,6 +695,17 @@ static bool scan_launcher_pods(struct planner *pl, struct workers_seen *w, struc
     return attempt;
 }
 
+/* Whether the Restarting condition names a worker's failure. The launcher's failure that comes
+ * with it (mpirun loses that worker's daemon, a moment before or after the kubelet reports the
+ * worker) is its consequence, so the condition keeps naming the worker until the next run is
+ * going, as the job's failure does after LAUNCHER_FAILURE_SETTLE_S (below). */
+static bool restarting_for_a_worker(const struct planner *pl)
+{
+    const char *said = json_string(mpijob_status_condition(pl->status, MPIJOB_COND_RESTARTING), "message");
+    return mpijob_status_is_true(pl->status, MPIJOB_COND_RESTARTING) && said &&
+           strncmp(said, WORKER_FAILED, strlen(WORKER_FAILED)) == 0;
+}
+
 /* A launcher that fails because a worker died (evicted, OOM-killed, its node lost) usually fails
  * a moment before the worker's Failed status reaches the API server: mpirun sees its daemon go
  * at once, while a kubelet writes the pod's status after killing it. So the job's failure is
@@ -750,7 +764,7 @@ static void plan_launcher_state(struct planner *pl, struct workers_seen *w, stru
         /* Between two launcher runs: the Job retries (a new pod, or the kubelet restarts the
          * container), and the failure is kept here until the next run is going. */
         snprintf(msg, sizeof(msg), "launcher pod %s failed (%s): %s", last_pod, last->reason, last->message);
-        if (set_condition(pl, MPIJOB_COND_RESTARTING, true, "MPIJobRestarting", msg))
+        if (!restarting_for_a_worker(pl) && set_condition(pl, MPIJOB_COND_RESTARTING, true, "MPIJobRestarting", msg))
             announce(pl, "Warning", "MPIJobRestarting", msg);
     } else if (!suspended && lc->active > 0 && lc->ready > 0 && job->worker.replicas > 0 &&
                (int)w->n_running == job->worker.replicas) {

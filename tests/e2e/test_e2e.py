@@ -293,11 +293,15 @@ class EndToEnd(JobWaits, unittest.TestCase):
         t0 = time.monotonic()
         version, allocated = self.c.oom_kill_pod(ns, "oomer-worker-1")
 
+        seen = []       # every Restarting message, for the report of a failed wait
+
         def named():
             c = self.condition(self.mpijob(ns, "oomer") or {}, "Restarting") or {}
+            if c.get("message") and c["message"] not in seen:
+                seen.append(c["message"])
             return c if c.get("status") == "True" and "OOMKilled" in c.get("message", "") else None
         restarting = wait_for("oomer's Restarting condition naming OOMKilled", named, TIMEOUT, interval=0.2,
-                              describe=lambda: self.describe_job(ns, "oomer"))
+                              describe=lambda: "Restarting said: %s\n%s" % (seen, self.describe_job(ns, "oomer")))
         detected = time.monotonic() - t0
         self.assertIn("worker oomer-worker-1 failed (OOMKilled)", restarting["message"])
 

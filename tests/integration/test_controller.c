@@ -607,6 +607,55 @@ Test(controller, failed_worker_is_replaced_and_the_job_restarts)
     cr_assert_eq(count_events("MPIJobRestarting"), 1, "one event for one failure");
 }
 
+/* mpirun loses an OOM-killed worker's daemon, and the launcher's failure can reach the API
+ * server before the kubelet's report of the worker: Restarting first quotes the launcher, then,
+ * once the worker's failure is seen, names the worker, its cause, and keeps naming it while the
+ * launcher waits for its next run (under load on 1.32.13 the launcher's words overwrote the
+ * worker's in the same reconcile, and the OOM kill was never named). */
+Test(controller, a_worker_failure_behind_a_launcher_failure_is_the_reason_given)
+{
+    start_controller();
+    create_job("wl", "\"runPolicy\":{\"backoffLimit\":3},");
+    cr_assert(wait_exists(&KUBE_JOBS, "wl-launcher"));
+    set_pod_running("wl-worker-0");
+    set_pod_running("wl-worker-1");
+    start_launcher_pod("wl");
+    struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE, .subresource = "status"};
+    const char *lost =
+        "{\"status\":{\"phase\":\"Running\",\"conditions\":[{\"type\":\"Ready\",\"status\":\"False\"}],"
+        "\"containerStatuses\":[{\"name\":\"launcher\",\"restartCount\":1,\"ready\":false,"
+        "\"state\":{\"waiting\":{\"reason\":\"CrashLoopBackOff\"}},\"lastState\":{\"terminated\":{"
+        "\"exitCode\":205,\"reason\":\"Error\",\"finishedAt\":\"2026-01-01T00:00:05Z\",\"message\":"
+        "\"mpirun noticed that process rank 1 on node wl-worker-1 exited on signal 9 (Killed).\\n\"}}}]}}";
+    cr_assert_eq(kube_patch(env.admin, &KUBE_PODS, "default", "wl-launcher-abcde", lost, &po, NULL, NULL), 0);
+    cr_assert(wait_condition("wl", "Restarting", "MPIJobRestarting"));
+
+    char *uid = pod_uid("wl-worker-1");
+    fail_pod("wl-worker-1", false);
+    struct test_deadline d = test_deadline_in(WAIT_MS);
+    for (;;) {
+        cJSON *job = get_job("wl");
+        const char *msg = json_string(mpijob_status_condition(cJSON_GetObjectItem(job, "status"), "Restarting"),
+                                      "message");
+        bool named = msg && strstr(msg, "worker wl-worker-1 failed (OOMKilled)");
+        char said[600];
+        snprintf(said, sizeof(said), "%s", msg ? msg : "(none)");
+        cJSON_Delete(job);
+        if (named)
+            break;
+        cr_assert(test_deadline_poll(&d), "Restarting still says %s after %s", said, test_deadline_text(&d));
+    }
+    cr_assert(wait_events("MPIJobRestarting", 2), "the launcher's failure, then the worker's");
+
+    /* The reconcile that makes the new worker (its status written first) kept the reason. */
+    cr_assert(wait_recreated("wl-worker-1", uid), "the failed worker is recreated");
+    free(uid);
+    cJSON *job = get_job("wl");
+    const char *msg = json_string(mpijob_status_condition(cJSON_GetObjectItem(job, "status"), "Restarting"), "message");
+    cr_assert(msg && strstr(msg, "worker wl-worker-1 failed (OOMKilled)"), "%s", msg ? msg : "(none)");
+    cJSON_Delete(job);
+}
+
 Test(controller, evictions_past_the_backoff_limit_fail_the_job_and_clean_up)
 {
     start_controller();
