@@ -11,7 +11,9 @@
 #include "kube/discovery.h"
 #include "kube/informer.h"
 #include "kube/workqueue.h"
+#include "mpijob/builders.h"
 #include "mpijob/reconcile.h"
+#include "mpijob/status.h"
 #include "util/clock.h"
 #include "util/log.h"
 
@@ -39,9 +41,34 @@ static void enqueue_key(struct controller *c, const char *ns, const char *name)
     workqueue_add(c->queue, key);
 }
 
+/* How long a report that needs no answer at once waits, so that the reports which come with it
+ * are answered together: one reconcile, one hostfile write and one status write for a burst.
+ * A key has one deadline, the earliest asked for (workqueue_add_after): reports that keep coming
+ * do not put the reconcile off. */
+#define PROGRESS_HOLD_MS 300
+/* A launcher pod's success, held until its Job's outcome (see launcher_succeeded). */
+#define LAUNCHER_SUCCESS_HOLD_MS 2000
+
+static void hold_key(struct controller *c, const char *ns, const char *name, uint64_t ms)
+{
+    char key[512];
+    snprintf(key, sizeof(key), "%s/%s", ns, name);
+    workqueue_add_after(c->queue, key, ms);
+}
+
 static void on_job(void *ctx, struct kube_object *o) { enqueue_key(ctx, o->namespace, o->name); }
+
+/* An MPIJob update with the same generation, not newly being deleted, changed only its status or
+ * metadata: most often it is the echo of our own status write, and the reconcile it asks for
+ * has nothing to do but see the reports that came meanwhile. Answered after PROGRESS_HOLD_MS,
+ * so that an echo does not start a reconcile in the midst of a burst of pod reports (and a
+ * status write for half of them). A change of spec, or a deletion, is answered at once. */
 static void on_job_update(void *ctx, struct kube_object *old_obj, struct kube_object *o)
 {
+    if (old_obj && old_obj->generation == o->generation && old_obj->deleting == o->deleting) {
+        hold_key(ctx, o->namespace, o->name, PROGRESS_HOLD_MS);
+        return;
+    }
     enqueue_key(ctx, o->namespace, o->name);
 }
 
@@ -52,9 +79,47 @@ static void on_dependent(void *ctx, struct kube_object *o)
     if (o->index_label)
         enqueue_key(ctx, o->namespace, o->index_label);
 }
+
+/* An update of a Service, ConfigMap, Secret, PodGroup or Workload: the echo of our own write,
+ * a scheduler's word on a gang, or someone's edit that the reconcile puts right. None of them
+ * needs an answer within PROGRESS_HOLD_MS; one being deleted is answered at once. */
 static void on_dependent_update(void *ctx, struct kube_object *old_obj, struct kube_object *o)
 {
-    on_dependent(ctx, o);
+    if (!o->index_label)
+        return;
+    if (o->deleting)
+        enqueue_key(ctx, o->namespace, o->index_label);
+    else
+        hold_key(ctx, o->namespace, o->index_label, PROGRESS_HOLD_MS);
+}
+
+/* A launcher Job's state (job_state_of), or -1 when it cannot be read. */
+static int launcher_job_state(const struct kube_object *o)
+{
+    cJSON *job = kube_object_parse(o);
+    if (!job)
+        return -1;
+    char reason[8], message[8];
+    int state = (int)job_state_of(job, reason, sizeof(reason), message, sizeof(message));
+    cJSON_Delete(job);
+    return state;
+}
+
+/* The Job controller writes a Job's status several times on the way to one outcome: its active
+ * and ready counts, a pod's success recorded before Complete (SuccessCriteriaMet), a failure
+ * before Failed (FailureTarget). An update that leaves the Job in the state it was in (active,
+ * suspended) waits PROGRESS_HOLD_MS, so that the update with the outcome is answered by one
+ * reconcile and one status write. A Job that finished, was suspended or resumed, or is being
+ * deleted is answered at once. */
+static void on_launcher_job_update(void *ctx, struct kube_object *old_obj, struct kube_object *o)
+{
+    if (!o->index_label)
+        return;
+    int was = old_obj && !old_obj->deleting ? launcher_job_state(old_obj) : -1;
+    if (o->deleting || was < 0 || was != launcher_job_state(o))
+        enqueue_key(ctx, o->namespace, o->index_label);
+    else
+        hold_key(ctx, o->namespace, o->index_label, PROGRESS_HOLD_MS);
 }
 
 /* A pod's status.phase in its compact JSON ("" when it has none yet). The only "phase" member
@@ -78,11 +143,9 @@ static bool phase_is(const char *phase, size_t len, const char *want)
 }
 
 /* A pod that was and still is Pending or Running, and is not being deleted: a worker starting,
- * turning Running or Ready. The kubelets report a job's workers within moments of each other;
- * holding the reconcile each report asks for by POD_PROGRESS_HOLD_MS lets one reconcile, one
- * hostfile write and one status write answer the whole burst. A pod that failed, ended or is
- * being deleted is answered at once. */
-#define POD_PROGRESS_HOLD_MS 300
+ * turning Running or Ready. The kubelets report a job's workers within moments of each other:
+ * held by PROGRESS_HOLD_MS. A pod that failed, ended or is being deleted is answered at once
+ * (but for a launcher's success, below). */
 static bool pod_progressed(const struct kube_object *old_obj, const struct kube_object *o)
 {
     if (o->deleting || !old_obj || old_obj->deleting)
@@ -93,18 +156,33 @@ static bool pod_progressed(const struct kube_object *old_obj, const struct kube_
            (phase_is(is, is_len, "Pending") || phase_is(is, is_len, "Running"));
 }
 
+/* A launcher pod that has just Succeeded. Its Job's completion follows (the Job controller
+ * batches pod updates for up to a second), and the reconcile for that says Succeeded with the
+ * launcher's counts and training summary. Holding the pod's own report by
+ * LAUNCHER_SUCCESS_HOLD_MS spares a status write that the Job's outcome would replace at once;
+ * should the Job be slower, the held reconcile writes the pod's news then. */
+static bool launcher_succeeded(const struct kube_object *old_obj, const struct kube_object *o)
+{
+    if (o->deleting || !old_obj || !o->json || !strstr(o->json, "\"" LABEL_JOB_ROLE "\":\"launcher\""))
+        return false;
+    const char *was, *is;
+    size_t was_len = pod_phase(old_obj, &was), is_len = pod_phase(o, &is);
+    return phase_is(is, is_len, "Succeeded") && !phase_is(was, was_len, "Succeeded");
+}
+
 static void on_pod_update(void *ctx, struct kube_object *old_obj, struct kube_object *o)
 {
     struct controller *c = ctx;
     if (!o->index_label)
         return;
-    if (!pod_progressed(old_obj, o)) {
+    uint64_t hold = launcher_succeeded(old_obj, o) ? LAUNCHER_SUCCESS_HOLD_MS
+                    : pod_progressed(old_obj, o)   ? PROGRESS_HOLD_MS
+                                                   : 0;
+    if (!hold) {
         enqueue_key(c, o->namespace, o->index_label);
         return;
     }
-    char key[512];
-    snprintf(key, sizeof(key), "%s/%s", o->namespace, o->index_label);
-    workqueue_add_after(c->queue, key, POD_PROGRESS_HOLD_MS);
+    hold_key(c, o->namespace, o->index_label, hold);
     atomic_fetch_add(&c->pod_reports_held, 1);
 }
 
@@ -183,7 +261,10 @@ static int start_informers(struct controller *c, int which, const struct kube_re
             .label_selector = selector,
             .index_label = is_job ? NULL : LABEL_JOB_NAME,
             .handlers = {is_job ? on_job : on_dependent,
-                         is_job ? on_job_update : which == R_PODS ? on_pod_update : on_dependent_update,
+                         is_job ? on_job_update
+                         : which == R_PODS ? on_pod_update
+                         : which == R_JOBS ? on_launcher_job_update
+                         : on_dependent_update,
                          is_job ? NULL : on_dependent, c},
         };
         int rc = informer_new(c->cfg.client, &icfg, &c->informers[which][i]);

@@ -296,6 +296,17 @@ static enum presence presence(struct planner *pl, const struct kube_resource *re
     return FOREIGN;
 }
 
+/* Whether cleanPodPolicy deletes a finished job's pod in state s: All every one, Running the
+ * Pending and Running ones, None none. */
+static bool cleaned_by_policy(const struct planner *pl, enum pod_state s)
+{
+    switch (pl->job->run_policy.clean_pod_policy) {
+    case CLEAN_POD_NONE: return false;
+    case CLEAN_POD_ALL: return true;
+    default: return s == POD_PENDING || s == POD_RUNNING;
+    }
+}
+
 /* cleanPodPolicy on a finished job: All deletes every worker, Running the Pending and Running
  * ones, None keeps them. */
 static void clean_pods(struct planner *pl)
@@ -316,7 +327,7 @@ static void clean_pods(struct planner *pl)
         cJSON *pod = kube_object_parse(o);
         enum pod_state s = pod ? pod_state_of(pod) : POD_UNKNOWN;
         cJSON_Delete(pod);
-        if (policy == CLEAN_POD_ALL || s == POD_PENDING || s == POD_RUNNING)
+        if (cleaned_by_policy(pl, s))
             going[n++] = o;
     }
     /* Running: the server deletes what it sees Pending or Running (one that has just ended,
@@ -397,23 +408,33 @@ static void recount_launcher(struct planner *pl)
         pl->nomem = true;
 }
 
-/* The workers' counts as the pods now are, so that a job whose workers were cleaned up shows
- * none active (a pod being deleted no longer counts); cleanPodPolicy; ttlSecondsAfterFinished,
- * which deletes the MPIJob itself and with it its dependents. */
-static void plan_finished(struct planner *pl)
+/* A finished job's workers as they are once cleanPodPolicy has done its work: a pod being
+ * deleted, or one clean_pods deletes in this same plan, counts nowhere. The status that says
+ * the job finished says so too, instead of a second write once the deletions show. */
+static void set_finished_worker_status(struct planner *pl)
 {
     const struct mpijob *job = pl->job;
     struct replica_counts wc = {0};
     for (int i = 0; i < job->worker.replicas; i++) {
         const struct kube_object *o = pl->in->workers[i].obj;
-        if (owned(pl, o) && !leaving(o, pl->in->workers[i].going)) {
-            cJSON *pod = kube_object_parse(o);
+        if (!owned(pl, o) || leaving(o, pl->in->workers[i].going))
+            continue;
+        cJSON *pod = kube_object_parse(o);
+        if (!pod || !cleaned_by_policy(pl, pod_state_of(pod)))
             count_pod(&wc, pod);
-            cJSON_Delete(pod);
-        }
+        cJSON_Delete(pod);
     }
     if (job->worker.replicas > 0)
         set_worker_status(pl, &wc);
+}
+
+/* The workers' counts as the pods are once cleaned up (a pod being deleted no longer counts);
+ * cleanPodPolicy; ttlSecondsAfterFinished, which deletes the MPIJob itself and with it its
+ * dependents. */
+static void plan_finished(struct planner *pl)
+{
+    const struct mpijob *job = pl->job;
+    set_finished_worker_status(pl);
     recount_launcher(pl);
     clean_pods(pl);
     if (!cJSON_GetObjectItemCaseSensitive(pl->status, "completionTime"))
@@ -1385,11 +1406,14 @@ static void plan_running(struct planner *pl, struct workers_seen *w)
     show_gang(pl, w);
     if (mpijob_status_set_replicas(pl->status, "Launcher", &lc) < 0)
         pl->nomem = true;
-    set_worker_status(pl, &w->counts);
-    if (mpijob_status_finished(pl->status))
-        clean_pods(pl); /* finished by this reconcile: after the status that says so */
-    else
+    if (mpijob_status_finished(pl->status)) {
+        /* finished by this reconcile: the pods cleaned after the status that says so */
+        set_finished_worker_status(pl);
+        clean_pods(pl);
+    } else {
+        set_worker_status(pl, &w->counts);
         want_objects(pl);
+    }
 }
 
 /* Moves the actions of l to the end of the plan. */

@@ -186,17 +186,24 @@ static bool wait_converged(struct informer *inf, const char *selector)
 }
 
 /* Proves that the handlers have seen every event of the watch until now, without waiting for time
- * to pass: a marker ConfigMap (label set=s) is created and deleted, and the watch, which delivers
- * in order, brings both. The tally counts them under their own name. */
+ * to pass: a marker ConfigMap (label set=s) is created, and once its add has come, deleted; the
+ * watch, which delivers in order, brings both. The tally counts them under their own name. The
+ * add is waited for before the delete: a relist that fell between a create and a delete made
+ * at once would never show the marker, and neither event would be owed (see the drops test). */
 static void sync_events(struct tally *t)
 {
     static int syncs;
     syncs++;
     put_configmap("marker", "0", "s");
-    delete_configmap("marker");
     struct test_deadline d = test_deadline_in(WAIT_MS);
+    while (tally_get(t, t->adds, "marker") < syncs)
+        cr_assert(test_deadline_poll(&d), "the marker's add did not come in %s (adds %d, deletes %d)",
+                  test_deadline_text(&d), tally_get(t, t->adds, "marker"), tally_get(t, t->deletes, "marker"));
+    delete_configmap("marker");
+    d = test_deadline_in(WAIT_MS);
     while (tally_get(t, t->deletes, "marker") < syncs)
-        cr_assert(test_deadline_poll(&d), "the marker's events did not come in %s", test_deadline_text(&d));
+        cr_assert(test_deadline_poll(&d), "the marker's delete did not come in %s (adds %d, deletes %d)",
+                  test_deadline_text(&d), tally_get(t, t->adds, "marker"), tally_get(t, t->deletes, "marker"));
 }
 
 static struct informer *start_informer(struct kube_client *c, struct tally *t, const char *selector, long page)
