@@ -265,7 +265,9 @@ static int writes_of(int since, const char *resource, const char *subresource, c
 Test(controller, a_burst_of_running_workers_makes_one_hostfile_write_and_one_status_write)
 {
     REQUIRE_DOUBLE();
-    struct manual_clock clk;
+    /* static: the controller, stopped by the fixture after this function returns, reads it
+     * until then (its timer thread sleeps on it) */
+    static struct manual_clock clk;
     manual_clock_init(&clk);
     struct controller_config cfg = {.client = env.operator_client, .threads = 2, .events = env.recorder,
                                     .clock = &clk.source};
