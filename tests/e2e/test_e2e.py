@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import ROOT, LocalCluster, control_plane_assets, missing, real_nodes_assets  # noqa: E402
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
-from deadline import wait_for  # noqa: E402
+from deadline import Deadline, wait_for  # noqa: E402
 
 # Seconds (scaled by $MPIJOB_TEST_TIME_SCALE) for a job to reach a state: a training run, with a
 # restart or two, on a 2-core machine that is busy with other work.
@@ -135,6 +135,28 @@ class JobWaits:
             return j if ((j or {}).get("status") or {}).get("state") in states else None
         return wait_for("mpijob %s/%s to reach %s" % (ns, name, "/".join(states)), reached, timeout,
                         interval=0.5, describe=lambda: self.describe_job(ns, name))
+
+    def wait_end(self, ns, name, stall=300, cap=3600):
+        """The MPIJob once it Succeeded or Failed, however long a training of fixed work takes on a
+        busy machine: the wait fails only when neither the status nor the launcher's log has
+        changed for `stall` seconds (scaled), or after `cap` seconds in all."""
+        seen = [None]
+        stalled = [Deadline(stall)]
+
+        def ended():
+            j = self.mpijob(ns, name)
+            state = ((j or {}).get("status") or {}).get("state")
+            if state in ("Succeeded", "Failed"):
+                return j
+            now = (json.dumps((j or {}).get("status"), sort_keys=True), self.launcher_log(ns, name)[-500:])
+            if now != seen[0]:
+                seen[0], stalled[0] = now, Deadline(stall)
+            elif stalled[0].passed():
+                raise AssertionError("mpijob %s/%s: neither its status nor its launcher's log changed in %.0f s\n%s"
+                                     % (ns, name, stalled[0].seconds, self.describe_job(ns, name)))
+            return None
+        return wait_for("mpijob %s/%s to reach Succeeded/Failed" % (ns, name), ended, cap, interval=1,
+                        describe=lambda: self.describe_job(ns, name))
 
     def describe_job(self, ns, name):
         """What a failed wait on a job prints: its status, the launcher's log, the pods, the MPI
@@ -596,7 +618,7 @@ class NodeLost(JobWaits, unittest.TestCase):
         wait_for("node %s no longer Ready" % lost, lambda: node_ready() != "True", 180, interval=1,
                  describe=node_ready)
         self.kubectl("delete", "node", lost)
-        j = self.wait_state(ns, "castaway", ("Succeeded", "Failed"), timeout=600)
+        j = self.wait_end(ns, "castaway")
         self.assertEqual(j["status"]["state"], "Succeeded", self.describe_job(ns, "castaway"))
         self.assertTrue(self.summary(ns, "castaway")["weights_identical"])
         self.assertGreaterEqual(len(self.c.pod_names_created_twice(ns, lambda n: n in on_lost)), 1,

@@ -113,7 +113,7 @@ class NodeDaemonsRestarted(Faults, unittest.TestCase):
         t0 = time.monotonic()
         pid = self.c.restart_daemon(node, daemon)
         restarted = time.monotonic() - t0
-        j = self.wait_state(ns, name, ("Succeeded", "Failed"), timeout=600)
+        j = self.wait_end(ns, name)
         to_end = time.monotonic() - t0
         seen = watch.done()
         self.assert_survived(ns, name, j)
@@ -152,7 +152,7 @@ class ControlPlaneRestarted(Faults, unittest.TestCase):
         answer = self.c.restart_control_plane()
         back = time.monotonic() - t0
         training_at_return = '"event":"summary"' not in self.launcher_log(ns, name)
-        j = self.wait_state(ns, name, ("Succeeded", "Failed"), timeout=600)
+        j = self.wait_end(ns, name)
         to_end = time.monotonic() - t0
         self.assert_survived(ns, name, j)
         pods = self.c.wait_operator_pods()
@@ -235,7 +235,7 @@ class NetworkPartition(Faults, unittest.TestCase):
         finally:
             self.c.cut_pod_network(ns, name + "-worker-1", heal=True)
         healed = time.monotonic() - t0
-        j = self.wait_state(ns, name, ("Succeeded", "Failed"), timeout=900)
+        j = self.wait_end(ns, name)
         to_end = time.monotonic() - t0
         self.assertEqual(j["status"]["state"], "Succeeded", self.describe_job(ns, name))
         failures = self.launcher_runs_failed(ns, name)
@@ -285,7 +285,7 @@ class LeaderNodeLost(Faults, unittest.TestCase):
                                                          check=False).stdout[-2000:]))
         took_over = time.monotonic() - t0
         training_then = '"event":"summary"' not in self.launcher_log(ns, name)
-        j = self.wait_state(ns, name, ("Succeeded", "Failed"), timeout=600)
+        j = self.wait_end(ns, name)
         to_end = time.monotonic() - t0
         self.assert_survived(ns, name, j)
         after = self.object_uids(ns)
