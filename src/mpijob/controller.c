@@ -34,12 +34,6 @@ struct controller {
     uint64_t watch_restarts_reported;
 };
 
-static void enqueue_key(struct controller *c, const char *ns, const char *name)
-{
-    char key[512];
-    snprintf(key, sizeof(key), "%s/%s", ns, name);
-    workqueue_add(c->queue, key);
-}
 
 /* How long a report that needs no answer at once waits, so that the reports which come with it
  * are answered together: one reconcile, one hostfile write and one status write for a burst.
@@ -49,12 +43,15 @@ static void enqueue_key(struct controller *c, const char *ns, const char *name)
 /* A launcher pod's success, held until its Job's outcome (see launcher_succeeded). */
 #define LAUNCHER_SUCCESS_HOLD_MS 2000
 
+/* The job key ns/name on the queue after ms (0: at once). */
 static void hold_key(struct controller *c, const char *ns, const char *name, uint64_t ms)
 {
     char key[512];
     snprintf(key, sizeof(key), "%s/%s", ns, name);
     workqueue_add_after(c->queue, key, ms);
 }
+
+static void enqueue_key(struct controller *c, const char *ns, const char *name) { hold_key(c, ns, name, 0); }
 
 static void on_job(void *ctx, struct kube_object *o) { enqueue_key(ctx, o->namespace, o->name); }
 

@@ -537,6 +537,22 @@ static void set_suspend(const char *job_name, bool suspend)
 }
 
 
+/* Plays the kubelet restarting the launcher's container under restartPolicy OnFailure: the pod
+ * Running and not Ready, the container waiting in CrashLoopBackOff, its last run ended with
+ * exit_code and message (JSON-escaped already). */
+static void launcher_container_restarted(const char *pod, int exit_code, const char *message)
+{
+    char patch[2048];
+    snprintf(patch, sizeof(patch),
+             "{\"status\":{\"phase\":\"Running\",\"conditions\":[{\"type\":\"Ready\",\"status\":\"False\"}],"
+             "\"containerStatuses\":[{\"name\":\"launcher\",\"restartCount\":1,\"ready\":false,"
+             "\"state\":{\"waiting\":{\"reason\":\"CrashLoopBackOff\"}},\"lastState\":{\"terminated\":{"
+             "\"exitCode\":%d,\"reason\":\"Error\",\"finishedAt\":\"2026-01-01T00:00:05Z\",\"message\":\"%s\"}}}]}}",
+             exit_code, message);
+    struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE, .subresource = "status"};
+    cr_assert_eq(kube_patch(env.admin, &KUBE_PODS, "default", pod, patch, &po, NULL, NULL), 0);
+}
+
 /* Under restartPolicy OnFailure the kubelet restarts the launcher's container in its pod, and
  * the Job controller deletes that pod when the Job fails: the launcher's last words must be read
  * while they are there, and still be the reason the MPIJob gives afterwards. */
@@ -548,16 +564,11 @@ Test(controller, launcher_restart_message_outlives_the_launcher_pod)
     set_pod_running("lr-worker-0");
     set_pod_running("lr-worker-1");
     start_launcher_pod("lr");
-    struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE, .subresource = "status"};
-    const char *restarted =
-        "{\"status\":{\"phase\":\"Running\",\"conditions\":[{\"type\":\"Ready\",\"status\":\"False\"}],"
-        "\"containerStatuses\":[{\"name\":\"launcher\",\"restartCount\":1,\"ready\":false,"
-        "\"state\":{\"waiting\":{\"reason\":\"CrashLoopBackOff\"}},\"lastState\":{\"terminated\":{"
-        "\"exitCode\":1,\"reason\":\"Error\",\"finishedAt\":\"2026-01-01T00:00:05Z\",\"message\":"
-        "\"mpijob-worker train: rank 0: RDMA requested but no usable device: no devices found\\n"
-        "--------------------------------------------------------------------------\\n"
-        "mpirun detected that one or more processes exited with non-zero status\\n\\n  Exit code:    1\\n\"}}}]}}";
-    cr_assert_eq(kube_patch(env.admin, &KUBE_PODS, "default", "lr-launcher-abcde", restarted, &po, NULL, NULL), 0);
+    launcher_container_restarted("lr-launcher-abcde", 1,
+                                 "mpijob-worker train: rank 0: RDMA requested but no usable device: no devices found\\n"
+                                 "--------------------------------------------------------------------------\\n"
+                                 "mpirun detected that one or more processes exited with non-zero status\\n\\n"
+                                 "  Exit code:    1\\n");
     cr_assert(wait_condition("lr", "Restarting", "MPIJobRestarting"));
     cJSON *job = get_job("lr");
     const char *msg = json_string(mpijob_status_condition(cJSON_GetObjectItem(job, "status"), "Restarting"), "message");
@@ -619,14 +630,8 @@ Test(controller, a_worker_failure_behind_a_launcher_failure_is_the_reason_given)
     set_pod_running("wl-worker-0");
     set_pod_running("wl-worker-1");
     start_launcher_pod("wl");
-    struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE, .subresource = "status"};
-    const char *lost =
-        "{\"status\":{\"phase\":\"Running\",\"conditions\":[{\"type\":\"Ready\",\"status\":\"False\"}],"
-        "\"containerStatuses\":[{\"name\":\"launcher\",\"restartCount\":1,\"ready\":false,"
-        "\"state\":{\"waiting\":{\"reason\":\"CrashLoopBackOff\"}},\"lastState\":{\"terminated\":{"
-        "\"exitCode\":205,\"reason\":\"Error\",\"finishedAt\":\"2026-01-01T00:00:05Z\",\"message\":"
-        "\"mpirun noticed that process rank 1 on node wl-worker-1 exited on signal 9 (Killed).\\n\"}}}]}}";
-    cr_assert_eq(kube_patch(env.admin, &KUBE_PODS, "default", "wl-launcher-abcde", lost, &po, NULL, NULL), 0);
+    launcher_container_restarted("wl-launcher-abcde", 205,
+                                 "mpirun noticed that process rank 1 on node wl-worker-1 exited on signal 9 (Killed).\\n");
     cr_assert(wait_condition("wl", "Restarting", "MPIJobRestarting"));
 
     char *uid = pod_uid("wl-worker-1");
