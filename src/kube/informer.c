@@ -21,6 +21,7 @@ struct informer {
     int watch_timeout_s;
     uint64_t backoff_base_ms, backoff_max_ms;
     int strip_managed_fields;
+    void (*transform)(cJSON *object);
     struct informer_handlers handlers;
 
     pthread_mutex_t lock;     /* guards the maps, last_rv and stats */
@@ -39,6 +40,14 @@ struct informer {
 
 static void free_index_set(void *v) { strmap_free(v); }
 static void unref_value(void *v) { kube_object_unref(v); }
+
+/* The cached form of a listed or watched object: its transform applied, then made immutable. */
+static struct kube_object *cached_form(struct informer *inf, cJSON *tree)
+{
+    if (inf->transform && cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(tree, "metadata")))
+        inf->transform(tree);
+    return kube_object_new(tree, inf->strip_managed_fields, inf->index_label);
+}
 
 static char *dup_or_null(const char *s) { return s && *s ? strdup(s) : NULL; }
 
@@ -61,6 +70,7 @@ int informer_new(struct kube_client *c, const struct informer_config *cfg, struc
     inf->backoff_base_ms = cfg->backoff_base_ms ? cfg->backoff_base_ms : 200;
     inf->backoff_max_ms = cfg->backoff_max_ms ? cfg->backoff_max_ms : 10000;
     inf->strip_managed_fields = !cfg->keep_managed_fields;
+    inf->transform = cfg->transform;
     inf->handlers = cfg->handlers;
     pthread_mutex_init(&inf->lock, NULL);
     pthread_condattr_t attr;
@@ -173,7 +183,7 @@ int informer_apply_event(struct informer *inf, int type, cJSON *object)
         cJSON_Delete(object);
         return 0;
     }
-    struct kube_object *o = kube_object_new(object, inf->strip_managed_fields, inf->index_label);
+    struct kube_object *o = cached_form(inf, object);
     cJSON_Delete(object);
     if (!o) {
         log_warn("informer dropped an event without metadata.name", "resource=%s", inf->resource.plural);
@@ -214,7 +224,7 @@ static int replace_from_list(struct informer *inf, cJSON *items, const char *rv)
         return KUBE_ENOMEM;
     cJSON *item;
     while ((item = cJSON_DetachItemFromArray(items, 0)) != NULL) {
-        struct kube_object *o = kube_object_new(item, inf->strip_managed_fields, inf->index_label);
+        struct kube_object *o = cached_form(inf, item);
         cJSON_Delete(item);
         if (!o)
             continue;

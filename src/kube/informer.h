@@ -38,6 +38,9 @@ struct informer_config {
     bool keep_managed_fields;    /* default false: managedFields are dropped from the cache */
     const char *index_label;     /* optional: a label whose value every cached object keeps in
                                     kube_object.index_label, read by handlers without parsing */
+    void (*transform)(cJSON *object); /* optional, as client-go's SetTransform: called on every
+                                    listed or watched object before it is cached, to remove the
+                                    parts that no handler or reader needs (metadata must stay) */
     struct informer_handlers handlers;
 };
 

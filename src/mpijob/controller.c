@@ -14,6 +14,7 @@
 #include "mpijob/builders.h"
 #include "mpijob/reconcile.h"
 #include "mpijob/status.h"
+#include "mpijob/trim.h"
 #include "util/clock.h"
 #include "util/log.h"
 
@@ -257,6 +258,7 @@ static int start_informers(struct controller *c, int which, const struct kube_re
             .namespace = c->namespaces[i],
             .label_selector = selector,
             .index_label = is_job ? NULL : LABEL_JOB_NAME,
+            .transform = which == R_JOBS ? trim_launcher_job : which == R_SECRETS ? trim_secret : NULL,
             .handlers = {is_job ? on_job : on_dependent,
                          is_job ? on_job_update
                          : which == R_PODS ? on_pod_update

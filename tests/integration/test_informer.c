@@ -308,6 +308,42 @@ Test(informer, label_selector_and_owner_index)
     kube_client_free(c);
 }
 
+static void drop_data(cJSON *object) { cJSON_DeleteItemFromObjectCaseSensitive(object, "data"); }
+
+static bool cached_without_data(struct informer *inf, const char *name)
+{
+    struct kube_object *o = informer_get(inf, "default", name);
+    bool ok = o && strstr(o->json, "\"data\"") == NULL && strstr(o->json, "\"labels\"") != NULL;
+    cr_assert(!o || ok, "%s cached with its data or without its labels: %s", name, o->json);
+    kube_object_unref(o);
+    return ok;
+}
+
+/* A transform (client-go's SetTransform) shapes what is cached, from the list and the watch. */
+Test(informer, a_transform_applies_to_listed_and_watched_objects)
+{
+    put_configmap("listed", "0", "s");
+    struct kube_client *c = new_client();
+    struct tally *t = tally_new();
+    struct informer_config cfg = {.resource = &KUBE_CONFIGMAPS,
+                                  .namespace = "default",
+                                  .transform = drop_data,
+                                  .handlers = {on_add, on_update, on_delete, t}};
+    struct informer *inf = NULL;
+    cr_assert_eq(informer_new(c, &cfg, &inf), 0);
+    cr_assert_eq(informer_start(inf), 0);
+    cr_assert_eq(informer_wait_synced(inf, 10000), 0);
+    cr_assert(cached_without_data(inf, "listed"));
+    put_configmap("watched", "0", "s");
+    put_configmap("listed", "1", "s");
+    cr_assert(wait_converged(inf, NULL));
+    cr_assert(cached_without_data(inf, "watched"));
+    cr_assert(cached_without_data(inf, "listed"));
+    informer_free(inf);
+    tally_free(t);
+    kube_client_free(c);
+}
+
 Test(informer, stream_dropped_mid_event_resumes_without_relist_loss_or_duplicate)
 {
     REQUIRE_DOUBLE();

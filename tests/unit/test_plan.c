@@ -10,6 +10,7 @@
 #include "kube/object.h"
 #include "mpijob/plan.h"
 #include "mpijob/status.h"
+#include "mpijob/trim.h"
 #include "util/json.h"
 
 #define NOW 1800000000 /* 2027-01-15T08:00:00Z */
@@ -207,6 +208,7 @@ static cJSON *make_secret(struct world *w, const struct plan_case *c)
     (void)c;
     cJSON *s = cJSON_Parse("{\"kind\":\"Secret\",\"data\":{}}");
     (void)w;
+    trim_secret(s); /* as the controller's cache holds it */
     return s;
 }
 
@@ -217,6 +219,7 @@ static cJSON *make_launcher(struct world *w, const struct plan_case *c)
     cJSON_DeleteItemFromObject(json_path(lj, "spec"), "suspend");
     cJSON_AddBoolToObject(json_path(lj, "spec"), "suspend", c->launcher_suspended);
     cJSON_AddItemToObject(lj, "status", cJSON_Parse(c->launcher_status ? c->launcher_status : "{}"));
+    trim_launcher_job(lj); /* as the controller's cache holds it */
     return lj;
 }
 
