@@ -5,19 +5,30 @@
  *    Baseline in the same run: cJSON parsing the same lines and nothing else.
  * 2. Memory: heap bytes held by the cache for 10,000 such pods, per object, against the
  *    object's JSON size on the wire.
+ * 3. Memory of the controller's caches per suspended MPIJob: 10,000 copies of one suspended
+ *    job of 8 workers and its Service, ConfigMap, Secret and launcher Job, as Kubernetes 1.36.3
+ *    served them (tests/bench/data/suspended-job-1.36.json), held by five informers with the
+ *    controller's transforms (src/mpijob/trim.h) and, as the baseline in the same run, without.
  * Prints figures; asserts nothing about time. */
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "kube/client.h"
 #include "kube/config.h"
 #include "kube/informer.h"
 #include "kube/watch.h"
+#include "mpijob/builders.h"
+#include "mpijob/trim.h"
+#include "util/json.h"
 
 #define PODS 10000
+#define SUSPENDED_JOBS 10000
+#define FIXTURE "tests/bench/data/suspended-job-1.36.json"
 
 static double now_s(void)
 {
@@ -70,18 +81,25 @@ static int parse_only(void *ctx, enum kube_watch_type type, cJSON *object)
     return 0;
 }
 
-static struct informer *offline_informer(struct kube_client **client)
+static struct kube_client *offline_client(void)
 {
     const char *kc = "apiVersion: v1\nkind: Config\ncurrent-context: t\nclusters:\n- name: c\n  cluster:\n"
                      "    server: https://127.0.0.1:1\nusers:\n- name: u\n  user:\n    token: t\n"
                      "contexts:\n- name: t\n  context:\n    cluster: c\n    user: u\n";
     struct kube_config *cfg = NULL;
+    struct kube_client *client = NULL;
     char err[256];
     if (kube_config_parse(kc, strlen(kc), NULL, NULL, &cfg, err, sizeof(err)) < 0 ||
-        kube_client_new(cfg, NULL, client) < 0) {
+        kube_client_new(cfg, NULL, &client) < 0) {
         fprintf(stderr, "config: %s\n", err);
         exit(1);
     }
+    return client;
+}
+
+static struct informer *offline_informer(struct kube_client **client)
+{
+    *client = offline_client();
     struct informer_config icfg = {.resource = &KUBE_PODS};
     struct informer *inf = NULL;
     if (informer_new(*client, &icfg, &inf) < 0)
@@ -89,8 +107,162 @@ static struct informer *offline_informer(struct kube_client **client)
     return inf; /* never started: events are applied directly */
 }
 
+/* The fixture: a JSON array of the objects of one suspended job, as a real server served them. */
+static cJSON *load_fixture(void)
+{
+    const char *root = getenv("MPIJOB_SRC_DIR");
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/%s", root && *root ? root : ".", FIXTURE);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "cannot read %s (run from the repository root or set MPIJOB_SRC_DIR)\n", path);
+        exit(1);
+    }
+    static char text[1 << 20];
+    size_t n = fread(text, 1, sizeof(text) - 1, f);
+    fclose(f);
+    text[n] = 0;
+    cJSON *objects = cJSON_Parse(text);
+    if (!cJSON_IsArray(objects)) {
+        fprintf(stderr, "%s is not a JSON array\n", path);
+        exit(1);
+    }
+    return objects;
+}
+
+struct cached_kind {
+    const char *kind;
+    const struct kube_resource *resource;
+    void (*transform)(cJSON *object);
+};
+
+/* Heap held by the five caches for SUSPENDED_JOBS copies of the fixture's job, per job; with
+ * the controller's transforms or without. The JSON kept per job goes to *json_per_job. */
+static double suspended_jobs_heap(const cJSON *objects, int trimmed, double *json_per_job)
+{
+    const struct cached_kind kinds[] = {{"MPIJob", &MPIJOB_RESOURCE_V2BETA1, NULL},
+                                        {"Service", &KUBE_SERVICES, NULL},
+                                        {"ConfigMap", &KUBE_CONFIGMAPS, NULL},
+                                        {"Secret", &KUBE_SECRETS, trim_secret},
+                                        {"Job", &KUBE_JOBS, trim_launcher_job}};
+    enum { KINDS = sizeof(kinds) / sizeof(kinds[0]) };
+    struct kube_client *client = offline_client();
+    malloc_trim(0);
+    struct mallinfo2 before = mallinfo2();
+    struct informer *inf[KINDS] = {0};
+    for (int k = 0; k < KINDS; k++) {
+        struct informer_config icfg = {.resource = kinds[k].resource,
+                                       .index_label = k ? "training.kubeflow.org/job-name" : NULL,
+                                       .transform = trimmed ? kinds[k].transform : NULL};
+        if (informer_new(client, &icfg, &inf[k]) < 0)
+            exit(1);
+    }
+    for (int i = 0; i < SUSPENDED_JOBS; i++) {
+        const cJSON *o;
+        cJSON_ArrayForEach(o, objects) {
+            const char *kind = json_string(o, "kind");
+            int k = 0;
+            while (k < KINDS && !(kind && strcmp(kind, kinds[k].kind) == 0))
+                k++;
+            if (k == KINDS)
+                continue;
+            cJSON *copy = cJSON_Duplicate(o, 1);
+            cJSON *meta = cJSON_GetObjectItemCaseSensitive(copy, "metadata");
+            char name[300], uid[300];
+            snprintf(name, sizeof(name), "%s-%d", json_string(meta, "name"), i);
+            snprintf(uid, sizeof(uid), "%.24s%012d", json_string(meta, "uid"), i);
+            json_set_string(meta, "name", name);
+            json_set_string(meta, "uid", uid);
+            informer_apply_event(inf[k], KUBE_WATCH_ADDED, copy);
+        }
+    }
+    size_t stored = 0;
+    for (int k = 0; k < KINDS; k++) {
+        struct kube_object **all = NULL;
+        int n = informer_list(inf[k], NULL, &all);
+        for (int i = 0; i < n; i++)
+            stored += all[i]->json_len;
+        kube_object_list_free(all, (size_t)n);
+    }
+    malloc_trim(0);
+    struct mallinfo2 after = mallinfo2();
+    for (int k = 0; k < KINDS; k++)
+        informer_free(inf[k]);
+    kube_client_free(client);
+    *json_per_job = (double)stored / SUSPENDED_JOBS;
+    return (double)(after.uordblks - before.uordblks) / SUSPENDED_JOBS;
+}
+
+/* The same, measured in a child process of its own, so that neither variant starts from a heap
+ * the other has shaped. */
+static double heap_in_child(const cJSON *objects, int trimmed, double *json_per_job)
+{
+    int fds[2];
+    double figures[2] = {0, 0};
+    if (pipe(fds) < 0) {
+        perror("pipe");
+        exit(1);
+    }
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0) {
+        perror("fork");
+        exit(1);
+    }
+    if (pid == 0) {
+        close(fds[0]);
+        figures[0] = suspended_jobs_heap(objects, trimmed, &figures[1]);
+        _exit(write(fds[1], figures, sizeof(figures)) == (ssize_t)sizeof(figures) ? 0 : 1);
+    }
+    close(fds[1]);
+    ssize_t n = read(fds[0], figures, sizeof(figures));
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (n != (ssize_t)sizeof(figures) || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        fprintf(stderr, "the measuring child failed\n");
+        exit(1);
+    }
+    *json_per_job = figures[1];
+    return figures[0];
+}
+
+static void suspended_jobs_memory(void)
+{
+    cJSON *objects = load_fixture();
+    const cJSON *o;
+    printf("one suspended job of 8 workers as 1.36.3 served it (%s), JSON without managedFields:\n", FIXTURE);
+    cJSON_ArrayForEach(o, objects) {
+        cJSON *copy = cJSON_Duplicate(o, 1);
+        cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(copy, "metadata"), "managedFields");
+        char *whole = cJSON_PrintUnformatted(copy);
+        const char *kind = json_string(o, "kind");
+        if (kind && strcmp(kind, "Secret") == 0)
+            trim_secret(copy);
+        if (kind && strcmp(kind, "Job") == 0)
+            trim_launcher_job(copy);
+        char *kept = cJSON_PrintUnformatted(copy);
+        printf("  %-10s %5zu bytes, %5zu kept\n", kind ? kind : "?", strlen(whole), strlen(kept));
+        free(whole);
+        free(kept);
+        cJSON_Delete(copy);
+    }
+    double json_whole = 0, json_kept = 0;
+    double whole = heap_in_child(objects, 0, &json_whole);
+    double kept = heap_in_child(objects, 1, &json_kept);
+    printf("controller caches, %d suspended jobs: baseline (whole objects) %.0f bytes per job (%.1f MiB; JSON %.0f); "
+           "with the transforms %.0f bytes per job (%.1f MiB; JSON %.0f): %.2fx\n",
+           SUSPENDED_JOBS, whole, whole * SUSPENDED_JOBS / 1048576.0, json_whole, kept,
+           kept * SUSPENDED_JOBS / 1048576.0, json_kept, kept / whole);
+    cJSON_Delete(objects);
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "suspended") == 0) {
+        suspended_jobs_memory();
+        return 0;
+    }
     int events = argc > 1 ? atoi(argv[1]) : 200000;
     /* The stream: PODS ADDED, then MODIFIED events cycling over the pods. */
     char **lines = malloc(sizeof(char *) * (size_t)events);
@@ -182,5 +354,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < PODS; i++)
         cJSON_Delete(trees[i]);
     free(trees);
+
+    suspended_jobs_memory();
     return 0;
 }
