@@ -545,7 +545,9 @@ class LocalCluster:
         cid = (pod["status"]["containerStatuses"][0].get("containerID") or "").partition("://")[2]
         tasks = subprocess.run(["ctr", "--address", node["containerd"], "-n", "k8s.io", "tasks", "ls"],
                                capture_output=True, text=True, timeout=60, check=True).stdout
-        pid = next((int(f[1]) for f in (line.split() for line in tasks.splitlines()[1:]) if f and f[0] == cid), None)
+        # a task that has ended keeps its line (STOPPED) and its last pid until the kubelet removes it
+        pid = next((int(f[1]) for f in (line.split() for line in tasks.splitlines()[1:])
+                    if len(f) >= 3 and f[0] == cid and f[2] == "RUNNING"), None)
         return pid, node, tasks
 
     # Seconds between the allocator's first OOM kill and the rest of its allocation.
@@ -622,7 +624,9 @@ class LocalCluster:
     def cut_pod_network(self, ns, name, heal=False):
         """Real nodes: every packet into and out of the pod dropped, in its own network namespace
         (iptables), as a failed link or switch port would leave it: nothing is refused, nothing
-        arrives; its loopback still works. heal=True removes the rules again."""
+        arrives; its loopback still works. heal=True removes the rules where they still are: a
+        pod of the same name made since (a replaced worker), or a container that has ended, has
+        none to remove."""
         if not self.real_nodes:
             raise Unsupported("cutting a pod's network needs real nodes")
         r = self.kubectl("get", "pod", name, "-n", ns, "-o", "json")
@@ -634,9 +638,16 @@ class LocalCluster:
         if pid is None:
             raise RuntimeError("no task of %s/%s's container on %s:\n%s" % (ns, name, node["name"], tasks))
         for rule in self.CUT_RULES:
-            argv = ["nsenter", "-t", str(pid), "-n", "iptables", "-D" if heal else "-I", rule[0]]
-            argv += rule[1:] if heal else ["1"] + rule[1:]
-            subprocess.run(argv, check=True, capture_output=True, timeout=60)
+            in_pod = ["nsenter", "-t", str(pid), "-n", "iptables"]
+            if heal and subprocess.run(in_pod + ["-C", rule[0]] + rule[1:], capture_output=True,
+                                       timeout=60).returncode != 0:
+                continue    # not there: a pod of the same name made since the cut, or one ending
+            argv = in_pod + (["-D", rule[0]] + rule[1:] if heal else ["-I", rule[0], "1"] + rule[1:])
+            r = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+            if r.returncode != 0 and heal and not os.path.exists("/proc/%d/ns/net" % pid):
+                return      # the container ended meanwhile, and its pod's namespace goes with the pod
+            if r.returncode != 0:
+                raise RuntimeError("%s exited with %d: %s" % (" ".join(argv), r.returncode, r.stderr.strip()))
 
     def tail(self, name, n=3000):
         try:
