@@ -394,6 +394,9 @@ class Bench:
         self.book = Book()
         self.audit = Audit(os.path.join(state, "audit.log"))
         self.seq = 0
+        # optional: a callable giving CPU seconds by component ({"kube-apiserver": s, ...}), read
+        # by part_sync when the operator starts and when every job is synced
+        self.machine_cpu = None
         self.ops = {
             OURS: Operator(OURS, [os.path.join(ROOT, "build", "bin", "mpijob-operator"), "--kubeconfig",
                                   os.path.join(state, USERS[OURS] + ".kubeconfig")],
@@ -584,6 +587,7 @@ class Bench:
             say("  sync %-9s: %d suspended MPIJobs created in %.1f s; starting the operator"
                 % (key, jobs, time.monotonic() - t))
             book = self.book
+            machine0 = self.machine_cpu() if self.machine_cpu else None
             op.start()
             try:
                 last = [0, time.monotonic()]
@@ -602,6 +606,7 @@ class Bench:
                         raise RuntimeError("%s: stuck at %d of %d synced for 600 s" % (key, last[0], jobs))
                 sync_s = time.monotonic() - op.started
                 rss1, cpu1 = op.rss_mib(), op.cpu_s()
+                machine1 = self.machine_cpu() if self.machine_cpu else None
                 # The cluster settles: kube-controller-manager's Job controller writes the
                 # Suspended condition of every launcher Job, and nothing in the namespace has
                 # changed for SETTLE_S. The quiet minute starts then, for both operators alike.
@@ -638,6 +643,8 @@ class Bench:
                        requests=by_verb(sync_reqs), writes=len(other), lease_writes=len(lease),
                        writes_by=Counter("%s %s" % (e[2], e[3]) for e in other),
                        quiet_requests=by_verb(quiet))
+            if machine0 is not None and machine1 is not None:
+                res["machine_cpu_sync"] = {k: machine1[k] - machine0.get(k, 0.0) for k in machine1}
             results["sync"][key] = res
             say("  sync %-9s: all %d synced %.1f s after start; RSS %.1f MiB, CPU %.2f s; settled %.1f s later, "
                 "CPU %.2f s and %d requests (%s; Lease renewals apart) meanwhile; after %d s quiet: "

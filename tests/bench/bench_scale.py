@@ -15,7 +15,9 @@ Secret and suspended launcher Job; its resident memory then and after a quiet mi
 (BENCH_QUIET_S, default 60) once kube-controller-manager has settled; its CPU seconds; its
 requests in total and per job; the writes it made in the quiet minute (Lease renewals apart).
 Beside them what the machine holds: etcd's database file against its quota (2 GiB, etcd's
-default) and kube-apiserver's resident memory.
+default) and kube-apiserver's resident memory; and while the operator synced, the CPU seconds of
+kube-apiserver, etcd and kube-controller-manager and how busy the machine's cores were (/proc/stat),
+which tell whether the operator or the machine set the pace.
 
 Part "active", for N in BENCH_SCALE_ACTIVE (default "100 300 1000"): N MPIJobs of 8 workers
 created at once (8 client threads), on 4 fake Ready nodes (Node objects whose Leases the
@@ -59,6 +61,7 @@ from bench_peer import OURS, USERS, WRITE_VERBS, by_verb, expected_objects, mpij
 
 ETCD_QUOTA = 2 * 1024 ** 3       # etcd's default --quota-backend-bytes
 FAKE_NODES = 4
+CONTROL_PLANE = ("kube-apiserver", "etcd", "kube-controller-manager")
 WORKERS = 8
 PLAIN_THREADS = 2                # the operator's default --threads
 
@@ -82,6 +85,7 @@ class ControlPlane:
             raise RuntimeError("the control plane did not start (logs in %s)" % self.state)
         self.bench = peer.Bench(self.state, "", (OURS,))
         self.bench.drop = lambda ns, name=None: None    # the whole control plane goes after the point
+        self.bench.machine_cpu = self.machine_cpu
         self.bench.start_watches()
         self.stop_nodes = threading.Event()
 
@@ -91,7 +95,7 @@ class ControlPlane:
         for pid in pids:
             try:
                 with open("/proc/%d/comm" % pid) as f:
-                    if f.read().strip() == comm:
+                    if f.read().strip() == comm[:15]:    # the kernel keeps 15 characters of a name
                         return pid
             except OSError:
                 pass
@@ -107,6 +111,26 @@ class ControlPlane:
         except (OSError, TypeError):
             pass
         return float("nan")
+
+    def cpu_s(self, comm):
+        """CPU seconds (user and system) that process comm of this control plane has used."""
+        pid = self.pid_of(comm)
+        try:
+            with open("/proc/%d/stat" % pid) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, TypeError):
+            return float("nan")
+
+    def machine_cpu(self):
+        """CPU seconds by component, and "busy" and "all" for the whole machine (/proc/stat)."""
+        out = {c: self.cpu_s(c) for c in CONTROL_PLANE}
+        with open("/proc/stat") as f:
+            ticks = [int(x) for x in f.readline().split()[1:]]
+        hz = os.sysconf("SC_CLK_TCK")
+        idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)
+        out["all"], out["busy"] = sum(ticks[:8]) / hz, (sum(ticks[:8]) - idle) / hz
+        return out
 
     def etcd_db_bytes(self):
         for dirpath, _, files in os.walk(self.state):
@@ -188,6 +212,11 @@ def suspended_point(n, quiet_s, keep):
                  "settle_s": r["settle_s"], "etcd_db_mib": cp.etcd_db_bytes() / 2 ** 20,
                  "etcd_quota_used": cp.etcd_db_bytes() / ETCD_QUOTA,
                  "apiserver_rss_mib": cp.rss_mib("kube-apiserver"), "etcd_rss_mib": cp.rss_mib("etcd")}
+        m = r.get("machine_cpu_sync")
+        if m and m.get("all"):
+            # the machine's cores while the operator synced: what each took, and how busy all were
+            point["machine_cpu_sync_s"] = {k: m[k] for k in CONTROL_PLANE}
+            point["machine_busy"] = m["busy"] / m["all"]
         say("  suspended %5d: synced in %.1f s (%.2f ms a job), RSS %.1f MiB synced, %.1f MiB after the quiet "
             "minute, CPU %.2f s, %d requests (%.2f a job), %d writes in the quiet minute; etcd db %.0f MiB "
             "(%.1f %% of its quota), kube-apiserver %.0f MiB" % (
@@ -360,6 +389,14 @@ def report(results):
             ("etcd db (of quota)", lambda p: "%.0f MiB (%.1f %%)" % (p["etcd_db_mib"], 100 * p["etcd_quota_used"])),
             ("kube-apiserver RSS", lambda p: "%.0f MiB" % p["apiserver_rss_mib"]),
         ]))
+        say("  while the operator synced, CPU seconds of the operator / kube-apiserver / etcd / "
+            "kube-controller-manager, and how busy the machine's cores were:")
+        for p in s:
+            if "machine_busy" in p:
+                c = p["machine_cpu_sync_s"]
+                say("    %6s jobs: %.1f / %.1f / %.1f / %.1f s; cores %.0f %% busy" % (
+                    "{:,}".format(p["jobs"]), p["cpu_synced_s"], c["kube-apiserver"], c["etcd"],
+                    c["kube-controller-manager"], 100 * p["machine_busy"]))
         big = max(s, key=lambda p: p["jobs"])
         small = min(s, key=lambda p: p["jobs"])
         say("  targets at %d jobs: RSS at most 150 MiB: %.1f MiB synced, %.1f MiB quiet; time per job at most 1.5x "
