@@ -35,7 +35,6 @@ struct controller {
     uint64_t watch_restarts_reported;
 };
 
-
 /* How long a report that needs no answer at once waits, so that the reports which come with it
  * are answered together: one reconcile, one hostfile write and one status write for a burst.
  * A key has one deadline, the earliest asked for (workqueue_add_after): reports that keep coming

@@ -9,8 +9,8 @@ static const char *const kept_pod_spec_fields[] = {"nodeSelector", "tolerations"
 
 static int kept(const char *name)
 {
-    for (size_t i = 0; i < sizeof(kept_pod_spec_fields) / sizeof(kept_pod_spec_fields[0]); i++)
-        if (name && strcmp(name, kept_pod_spec_fields[i]) == 0)
+    for (size_t i = 0; name && i < sizeof(kept_pod_spec_fields) / sizeof(kept_pod_spec_fields[0]); i++)
+        if (strcmp(name, kept_pod_spec_fields[i]) == 0)
             return 1;
     return 0;
 }

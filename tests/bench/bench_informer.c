@@ -136,16 +136,28 @@ struct cached_kind {
     void (*transform)(cJSON *object);
 };
 
+/* The controller's informers of one job's objects, with its transforms (controller.c). */
+static const struct cached_kind kinds[] = {{"MPIJob", &MPIJOB_RESOURCE_V2BETA1, NULL},
+                                           {"Service", &KUBE_SERVICES, NULL},
+                                           {"ConfigMap", &KUBE_CONFIGMAPS, NULL},
+                                           {"Secret", &KUBE_SECRETS, trim_secret},
+                                           {"Job", &KUBE_JOBS, trim_launcher_job}};
+enum { KINDS = sizeof(kinds) / sizeof(kinds[0]) };
+
+/* The index in kinds of an object's kind, or KINDS. */
+static int kind_index(const cJSON *object)
+{
+    const char *kind = json_string(object, "kind");
+    int k = 0;
+    while (k < KINDS && !(kind && strcmp(kind, kinds[k].kind) == 0))
+        k++;
+    return k;
+}
+
 /* Heap held by the five caches for SUSPENDED_JOBS copies of the fixture's job, per job; with
  * the controller's transforms or without. The JSON kept per job goes to *json_per_job. */
 static double suspended_jobs_heap(const cJSON *objects, int trimmed, double *json_per_job)
 {
-    const struct cached_kind kinds[] = {{"MPIJob", &MPIJOB_RESOURCE_V2BETA1, NULL},
-                                        {"Service", &KUBE_SERVICES, NULL},
-                                        {"ConfigMap", &KUBE_CONFIGMAPS, NULL},
-                                        {"Secret", &KUBE_SECRETS, trim_secret},
-                                        {"Job", &KUBE_JOBS, trim_launcher_job}};
-    enum { KINDS = sizeof(kinds) / sizeof(kinds[0]) };
     struct kube_client *client = offline_client();
     malloc_trim(0);
     struct mallinfo2 before = mallinfo2();
@@ -160,10 +172,7 @@ static double suspended_jobs_heap(const cJSON *objects, int trimmed, double *jso
     for (int i = 0; i < SUSPENDED_JOBS; i++) {
         const cJSON *o;
         cJSON_ArrayForEach(o, objects) {
-            const char *kind = json_string(o, "kind");
-            int k = 0;
-            while (k < KINDS && !(kind && strcmp(kind, kinds[k].kind) == 0))
-                k++;
+            int k = kind_index(o);
             if (k == KINDS)
                 continue;
             cJSON *copy = cJSON_Duplicate(o, 1);
@@ -236,13 +245,11 @@ static void suspended_jobs_memory(void)
         cJSON *copy = cJSON_Duplicate(o, 1);
         cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(copy, "metadata"), "managedFields");
         char *whole = cJSON_PrintUnformatted(copy);
-        const char *kind = json_string(o, "kind");
-        if (kind && strcmp(kind, "Secret") == 0)
-            trim_secret(copy);
-        if (kind && strcmp(kind, "Job") == 0)
-            trim_launcher_job(copy);
+        int k = kind_index(o);
+        if (k < KINDS && kinds[k].transform)
+            kinds[k].transform(copy);
         char *kept = cJSON_PrintUnformatted(copy);
-        printf("  %-10s %5zu bytes, %5zu kept\n", kind ? kind : "?", strlen(whole), strlen(kept));
+        printf("  %-10s %5zu bytes, %5zu kept\n", k < KINDS ? kinds[k].kind : "?", strlen(whole), strlen(kept));
         free(whole);
         free(kept);
         cJSON_Delete(copy);

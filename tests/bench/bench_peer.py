@@ -305,6 +305,28 @@ def fmt_num(x):
 # The operators
 # --------------------------------------------------------------------------------------------
 
+def proc_rss_mib(pid):
+    """Process pid's resident memory in MiB, or NaN when it cannot be read."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024.0
+    except (OSError, TypeError):
+        pass
+    return float("nan")
+
+
+def proc_cpu_s(pid):
+    """CPU seconds (user and system) process pid has used, or NaN when it cannot be read."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, TypeError):
+        return float("nan")
+
+
 class Operator:
     def __init__(self, key, argv, log_path, before_start=None):
         self.key, self.argv, self.log_path, self.before_start = key, argv, log_path, before_start
@@ -338,16 +360,10 @@ class Operator:
             self.proc.wait()
 
     def rss_mib(self):
-        with open("/proc/%d/status" % self.proc.pid) as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024.0
-        return float("nan")
+        return proc_rss_mib(self.proc.pid)
 
     def cpu_s(self):
-        with open("/proc/%d/stat" % self.proc.pid) as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return proc_cpu_s(self.proc.pid)
 
 
 # --------------------------------------------------------------------------------------------

@@ -102,25 +102,11 @@ class ControlPlane:
         return None
 
     def rss_mib(self, comm):
-        pid = self.pid_of(comm)
-        try:
-            with open("/proc/%d/status" % pid) as f:
-                for line in f:
-                    if line.startswith("VmRSS:"):
-                        return int(line.split()[1]) / 1024.0
-        except (OSError, TypeError):
-            pass
-        return float("nan")
+        return peer.proc_rss_mib(self.pid_of(comm))
 
     def cpu_s(self, comm):
         """CPU seconds (user and system) that process comm of this control plane has used."""
-        pid = self.pid_of(comm)
-        try:
-            with open("/proc/%d/stat" % pid) as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        except (OSError, TypeError):
-            return float("nan")
+        return peer.proc_cpu_s(self.pid_of(comm))
 
     def machine_cpu(self):
         """CPU seconds by component, and "busy" and "all" for the whole machine (/proc/stat)."""
