@@ -57,6 +57,9 @@ fi
 
 echo "installing:$missing"
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
+# Another apt (a daily upgrade, a build beside this one) may hold the lock: wait for it.
+lock="-o DPkg::Lock::Timeout=900"
 # shellcheck disable=SC2086
-apt-get install -y -qq --no-install-recommends $missing
+apt-get $lock update -qq
+# shellcheck disable=SC2086
+apt-get $lock install -y -qq --no-install-recommends $missing
