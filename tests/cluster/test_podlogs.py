@@ -444,8 +444,17 @@ class PodLogsThroughTheApiServerTest(KubeletTestCase):
     ns_prefix = "pl"
 
     def kubectl(self, *args):
-        return subprocess.run(["kubectl", "--kubeconfig", os.path.join(self.tmp, "api", "kubeconfig")] + list(args),
-                              capture_output=True, text=True, timeout=60)
+        """kubectl, asked again (up to 5 times) when a real API server's own client gave up on the
+        kubelet's TLS handshake: Go's 10 s handshake timeout, which a busy machine can outlast
+        (seen once on 1.32.13, the simulated kubelet starved in a loaded test run). A user would
+        run the command again; the answer, not the machine's speed, is what is tested."""
+        argv = ["kubectl", "--kubeconfig", os.path.join(self.tmp, "api", "kubeconfig")] + list(args)
+        for _ in range(5):
+            r = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+            if r.returncode == 0 or "TLS handshake timeout" not in r.stderr:
+                break
+            print("  (kubectl %s: %s; asking again)" % (" ".join(args), r.stderr.strip()), file=sys.stderr)
+        return r
 
     def run_pod(self, ns, name, containers, node=True, **spec):
         spec.update({"containers": [{"name": c, "image": "ignored", "command": ["sh", "-c", cmd]}
