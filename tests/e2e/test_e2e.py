@@ -286,9 +286,13 @@ class EndToEnd(JobWaits, unittest.TestCase):
 
     def test_worker_killed_mid_training_is_replaced_and_the_retry_succeeds(self):
         ns = self.namespace()
-        self.start_training(ns, "phoenix", 4000, {"backoffLimit": 3})
+        # 12,000 steps: about 30 s on an idle 2-core machine, so that the kill lands mid-training
+        # on a busy one too (4,000 once ended before it, in a run beside a real-node tier)
+        self.start_training(ns, "phoenix", 12000, {"backoffLimit": 3})
         old = json.loads(self.kubectl("get", "pod", "phoenix-worker-0", "-n", ns, "-o", "json").stdout)
         self.c.kill_pod(ns, "phoenix-worker-0")
+        self.assertNotIn('"event":"summary"', self.launcher_log(ns, "phoenix"),
+                         "the training ended before the worker was killed: nothing of this test was tested")
         j = self.wait_state(ns, "phoenix", ("Succeeded", "Failed"))
         self.assertEqual(j["status"]["state"], "Succeeded", self.describe_job(ns, "phoenix"))
         # The Restarting condition stays in the list once set (False again after the retry ran).
