@@ -1,7 +1,7 @@
 #!/bin/bash
 # stop_rank.sh WORKER NP RANK STOP_FOR [train flags...]
 #
-# Runs `mpirun -np NP WORKER train [flags]`, waits for its first step line, then stops rank RANK
+# Runs `mpirun -np NP WORKER train [flags]`, waits for its second step line, then stops rank RANK
 # with SIGSTOP: for ever when STOP_FOR is "forever", else for STOP_FOR seconds (then SIGCONT).
 # Prints on stdout, after the run's own output has gone to files:
 #   status=<mpirun's exit status> stopped_ms=<milliseconds from the stop to mpirun's end>
@@ -19,27 +19,49 @@ MPIJOB_TEST_TAG=$tag timeout -k 5 "$limit" mpirun --allow-run-as-root --oversubs
 run=$!
 
 deadline=$(($(date +%s) + limit))
-while ! grep -q '"event":"step"' "$dir/out" 2>/dev/null; do
+# The second step line, not the first: rank 0 can print its first one while that step's bucket
+# is still on its way (overlap), before every other rank has left the start's weights check; by
+# its second, every rank has sent it the steps between.
+steps_seen() { # how many step lines the run has printed (0 before its output file exists)
+    local n
+    n=$(grep -c '"event":"step"' "$dir/out" 2>/dev/null) || true
+    echo "${n:-0}"
+}
+while [ "$(steps_seen)" -lt 2 ]; do
     if ! kill -0 "$run" 2>/dev/null || [ "$(date +%s)" -ge "$deadline" ]; then
         wait "$run"
         echo "status=$? stopped_ms=-1 out=$dir/out err=$dir/err"
-        echo "stop_rank.sh: the run ended or timed out before its first step line" >&2
+        echo "stop_rank.sh: the run ended or timed out before its second step line" >&2
         exit 0
     fi
     sleep 0.1
 done
 
+find_rank() { # the pid of rank $victim of this run, or nothing; with "list", what the scan saw
+    local p env
+    for p in /proc/[0-9]*; do
+        env=$(tr '\0' '\n' 2>/dev/null <"$p/environ") || continue
+        grep -qx "MPIJOB_TEST_TAG=$tag" <<<"$env" || continue
+        if [ "${1:-}" = list ]; then
+            echo "  ${p#/proc/}: $(tr '\0' ' ' <"$p/cmdline" 2>/dev/null | cut -c1-120)" \
+                "$(grep -E '^(OMPI_COMM_WORLD_RANK|PMI_RANK)=' <<<"$env" | tr '\n' ' ')"
+        elif grep -qxE "(OMPI_COMM_WORLD_RANK|PMI_RANK)=$victim" <<<"$env" &&
+            grep -q mpijob-worker "$p/cmdline" 2>/dev/null; then
+            echo "${p#/proc/}"
+            return
+        fi
+    done
+}
+# A scan that misses the rank (seen now and then on a busy machine, the rank running) is made again.
 pid=""
-for p in /proc/[0-9]*; do
-    env=$(tr '\0' '\n' 2>/dev/null <"$p/environ") || continue
-    if grep -qx "MPIJOB_TEST_TAG=$tag" <<<"$env" &&
-        grep -qxE "(OMPI_COMM_WORLD_RANK|PMI_RANK)=$victim" <<<"$env" &&
-        grep -q mpijob-worker "$p/cmdline" 2>/dev/null; then
-        pid=${p#/proc/}
-    fi
+for _ in 1 2 3 4 5; do
+    pid=$(find_rank)
+    [ -n "$pid" ] && break
+    sleep 0.2
 done
 if [ -z "$pid" ]; then
-    echo "stop_rank.sh: no process of rank $victim found" >&2
+    echo "stop_rank.sh: no process of rank $victim found; this run's processes:" >&2
+    find_rank list >&2
     kill "$run" 2>/dev/null
     wait "$run"
     echo "status=$? stopped_ms=-1 out=$dir/out err=$dir/err"
