@@ -37,7 +37,9 @@ while [ "$(steps_seen)" -lt 2 ]; do
     sleep 0.1
 done
 
-find_rank() { # the pid of rank $victim of this run, or nothing; with "list", what the scan saw
+# The pid of rank $victim of this run, or nothing; with "list", the run's processes, for the
+# message of a run that ended before the stop (a watchdog that fired first, say).
+find_rank() {
     local p env
     for p in /proc/[0-9]*; do
         env=$(tr '\0' '\n' 2>/dev/null <"$p/environ") || continue
@@ -52,13 +54,7 @@ find_rank() { # the pid of rank $victim of this run, or nothing; with "list", wh
         fi
     done
 }
-# A scan that misses the rank (seen now and then on a busy machine, the rank running) is made again.
-pid=""
-for _ in 1 2 3 4 5; do
-    pid=$(find_rank)
-    [ -n "$pid" ] && break
-    sleep 0.2
-done
+pid=$(find_rank)
 if [ -z "$pid" ]; then
     echo "stop_rank.sh: no process of rank $victim found; this run's processes:" >&2
     find_rank list >&2

@@ -262,7 +262,9 @@ static void a_stopped_rank_ends_the_job(int np, int victim)
 {
     const double timeout_s = 10;
     struct stop_run r;
-    stop_rank(&r, np, victim, "forever", RUN_FLAGS " --steps 100000000 --collective-timeout 10");
+    char flags[256];
+    snprintf(flags, sizeof(flags), RUN_FLAGS " --steps 100000000 --collective-timeout %.0f", timeout_s);
+    stop_rank(&r, np, victim, "forever", flags);
     printf("watchdog, %d ranks, rank %d stopped: the job ended %.1f s after the stop (timeout %.0f s), "
            "exit status %d\n",
            np, victim, (double)r.stopped_ms / 1e3, timeout_s, r.status);
@@ -298,9 +300,9 @@ Test(watchdog_run, a_stopped_rank_0_is_named_by_the_others)
     a_stopped_rank_ends_the_job(2, 0);
 }
 
-/* A rank that is only slow, stopped for 2 s under a 20 s timeout, is waited for. */
-/* 100,000 steps of this model: 3 to 6 s, so that the stop lands mid-run on a busy machine too
- * (20,000 once ended before the rank was found). */
+/* A rank that is only slow, stopped for 2 s under a 20 s timeout, is waited for. 100,000 steps of
+ * this model take 3 to 6 s, so that the stop lands mid-run on a busy machine too (20,000 once
+ * ended before the rank was found). */
 Test(watchdog_run, a_slow_rank_below_the_timeout_is_waited_for)
 {
     struct stop_run r;
