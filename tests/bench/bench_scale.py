@@ -249,7 +249,8 @@ def wait_bound(cp, ns, what, timeout):
 def active_point(n, keep):
     cp = ControlPlane("a%d" % n)
     try:
-        cp.add_nodes(FAKE_NODES, (n * (WORKERS + 1)) // FAKE_NODES + 100)
+        # room for both runs: the plain client's pods stay bound while the operator's are placed
+        cp.add_nodes(FAKE_NODES, (2 * n * (WORKERS + 1)) // FAKE_NODES + 100)
         bench = cp.bench
         # the plain client first, with no operator running
         ns = bench.namespace("plain")
