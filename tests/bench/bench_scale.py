@@ -26,8 +26,8 @@ time from the first creation until every object of every job exists (Service, Co
 8 worker Pods, launcher Job, as a watch sees them), and until every pod, the Job controller's
 launcher pods too, is bound to a node; against a plain client (tests/bench/plain_client.c) that
 creates the same MPIJobs and the same objects, built by the operator's own builders, with as many
-threads as the operator has reconcile threads (2), in the same run on the same control plane,
-before the operator starts. The plain client uses the admin's unaudited user: the audit log's
+threads as the operator has reconcile threads (2), in the same run, on a fresh control plane of
+its own (the operator's starts empty too). The plain client uses the admin's unaudited user: the audit log's
 blocking writes are a cost only the operator pays. Then the operator's requests per job.
 
 Writes build/bench/scale.json (the figures), build/bench/scale-*.dat and, with gnuplot,
@@ -247,13 +247,12 @@ def wait_bound(cp, ns, what, timeout):
 
 
 def active_point(n, keep):
-    cp = ControlPlane("a%d" % n)
+    # The plain client and the operator each on a fresh control plane of their own, so that
+    # neither starts on the other's objects (etcd, the API server's caches, the scheduler's).
+    cp = ControlPlane("a%d-plain" % n)
     try:
-        # room for both runs: the plain client's pods stay bound while the operator's are placed
-        cp.add_nodes(FAKE_NODES, (2 * n * (WORKERS + 1)) // FAKE_NODES + 100)
-        bench = cp.bench
-        # the plain client first, with no operator running
-        ns = bench.namespace("plain")
+        cp.add_nodes(FAKE_NODES, (n * (WORKERS + 1)) // FAKE_NODES + 100)
+        ns = cp.bench.namespace("plain")
         template = os.path.join(cp.state, "plain-mpijob.json")
         with open(template, "w") as f:
             json.dump(mpijob(ns, "x", WORKERS), f)
@@ -265,8 +264,14 @@ def active_point(n, keep):
             raise RuntimeError("plain_client: %s%s" % (r.stdout, r.stderr[-2000:]))
         plain_objects = wait_all(cp, ns, ["p%d" % i for i in range(n)], "plain client", 1800) - t0
         plain_bound = wait_bound(cp, ns, "plain client", 1800) - t0
+    finally:
+        cp.stop(keep)
 
-        # then the operator, on the same control plane
+    cp = ControlPlane("a%d" % n)
+    try:
+        cp.add_nodes(FAKE_NODES, (n * (WORKERS + 1)) // FAKE_NODES + 100)
+        bench = cp.bench
+        # then the operator, on its own control plane
         op = bench.ops[OURS]
         op.start()
         bench.warm_up(op)
