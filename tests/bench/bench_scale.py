@@ -246,12 +246,22 @@ def wait_bound(cp, ns, what, timeout):
         time.sleep(0.5)
 
 
+def active_control_plane(label, n):
+    """A fresh control plane whose fake nodes have room for n jobs' pods and the Job controller's."""
+    cp = ControlPlane(label)
+    try:
+        cp.add_nodes(FAKE_NODES, (n * (WORKERS + 1)) // FAKE_NODES + 100)
+    except BaseException:
+        cp.stop(False)
+        raise
+    return cp
+
+
 def active_point(n, keep):
     # The plain client and the operator each on a fresh control plane of their own, so that
     # neither starts on the other's objects (etcd, the API server's caches, the scheduler's).
-    cp = ControlPlane("a%d-plain" % n)
+    cp = active_control_plane("a%d-plain" % n, n)
     try:
-        cp.add_nodes(FAKE_NODES, (n * (WORKERS + 1)) // FAKE_NODES + 100)
         ns = cp.bench.namespace("plain")
         template = os.path.join(cp.state, "plain-mpijob.json")
         with open(template, "w") as f:
@@ -267,11 +277,10 @@ def active_point(n, keep):
     finally:
         cp.stop(keep)
 
-    cp = ControlPlane("a%d" % n)
+    # then the operator, on its own control plane
+    cp = active_control_plane("a%d" % n, n)
     try:
-        cp.add_nodes(FAKE_NODES, (n * (WORKERS + 1)) // FAKE_NODES + 100)
         bench = cp.bench
-        # then the operator, on its own control plane
         op = bench.ops[OURS]
         op.start()
         bench.warm_up(op)

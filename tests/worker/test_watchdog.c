@@ -179,11 +179,11 @@ static bool json_list_has(const cJSON *list, int rank)
  * name the stopped rank. Not every one: the first rank to fire ends its roll call before it aborts
  * the job, but once a rank has aborted, mpirun's daemon sends every rank SIGCONT before its
  * SIGTERM (Open MPI's odls, so that a stopped process gets the SIGTERM), and a rank whose roll
- * call was still open then hears the stopped one answer; the stopped rank itself, woken, may find
- * its own collective overdue and say so, naming the rank that aborted. Likewise, on a machine with fewer cores
- * than ranks, the others' watchdog threads, starved by ranks spinning in MPI, may miss the roll
- * call's grace too (seen with 4 ranks on 2 busy cores): named as well, which says no more than
- * that they did not answer in time. Returns how many lines there were; *named gets how many of
+ * call was still open then hears the stopped one answer; the stopped rank itself, woken, may
+ * find its own collective overdue and say so, naming the rank that aborted. Likewise, on a
+ * machine with fewer cores than ranks, the others' watchdog threads, starved by ranks spinning
+ * in MPI, may miss the roll call's grace too (seen with 4 ranks on 2 busy cores): named as well,
+ * which says no more than that they did not answer in time. Returns how many lines there were; *named gets how many of
  * them named the stopped rank. */
 static int check_timeout_lines(const struct stop_run *r, int victim, double timeout_s, int *named)
 {
