@@ -193,6 +193,19 @@ class Book:
                 self.cv.wait(min(left, 1.0))
             return True
 
+    def poll(self, pred, timeout, every=0.5):
+        """Like wait, but asks pred every `every` seconds, not on every event: for a pred whose
+        cost grows with the objects, which asked on every event of thousands of jobs would take a
+        core from the run being measured. The times pred reads were taken as each event came."""
+        end = time.monotonic() + timeout
+        while True:
+            with self.cv:
+                if pred():
+                    return True
+            if time.monotonic() >= end:
+                return False
+            time.sleep(every)
+
 
 def condition(obj, ctype):
     for c in ((obj.get("status") or {}).get("conditions") or []):
@@ -607,15 +620,19 @@ class Bench:
             op.start()
             try:
                 last = [0, time.monotonic()]
+                complete = set()    # jobs whose objects have all shown (they stay shown)
 
                 def synced():
                     names = book.suspended.get(ns, ())
-                    n = sum(1 for x in names if all(book.first.get(k) for k in expected_objects(ns, x, 0)))
+                    for x in names:
+                        if x not in complete and all(book.first.get(k) for k in expected_objects(ns, x, 0)):
+                            complete.add(x)
+                    n = len(complete.intersection(names))
                     if n != last[0]:
                         last[0], last[1] = n, time.monotonic()
                     return n >= jobs
 
-                while not book.wait(synced, 30):
+                while not book.poll(synced, 30, 0.1):
                     op.check()
                     say("    %s: %d of %d synced after %.0f s" % (key, last[0], jobs, time.monotonic() - op.started))
                     if time.monotonic() - last[1] > 600:
@@ -759,13 +776,13 @@ def report(results, sizes, jobs, quiet_s):
             no, nr = sum(co.values()) / len(o), sum(cr.values()) / len(r)
             rows.append(("API requests per job, %d workers, %s" % (w, label),
                          "%s (%s)" % (fmt_num(no), verbs_text(co, len(o))),
-                         "%s (%s)" % (fmt_num(nr), verbs_text(cr, len(r))), ratio(no, nr), target))
+                         "%s (%s)" % (fmt_num(nr), verbs_text(cr, len(r))), ratio(no, nr), target(w)))
             say("RESULT %s workers=%d ours=%s reference=%s ratio=%s ours_by_verb={%s} reference_by_verb={%s}"
                 % ("requests" if key == "requests" else "life_requests", w, fmt_num(no), fmt_num(nr),
                    ratio(no, nr), verbs_text(co, len(o)), verbs_text(cr, len(r))))
 
-    request_rows("requests", "creation only", "")
-    request_rows("life", "created to Succeeded", "<= 0.8")
+    request_rows("requests", "creation only", lambda w: "")
+    request_rows("life", "created to Succeeded", lambda w: "<= 0.7" if w == 8 else "<= 0.8")
     s = results["sync"]
     if OURS in s and REF in s:
         o, r = s[OURS], s[REF]

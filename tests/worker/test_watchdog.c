@@ -183,8 +183,8 @@ static bool json_list_has(const cJSON *list, int rank)
  * find its own collective overdue and say so, naming the rank that aborted. Likewise, on a
  * machine with fewer cores than ranks, the others' watchdog threads, starved by ranks spinning
  * in MPI, may miss the roll call's grace too (seen with 4 ranks on 2 busy cores): named as well,
- * which says no more than that they did not answer in time. Returns how many lines there were; *named gets how many of
- * them named the stopped rank. */
+ * which says no more than that they did not answer in time. Returns how many lines there were;
+ * *named gets how many of them named the stopped rank. */
 static int check_timeout_lines(const struct stop_run *r, int victim, double timeout_s, int *named)
 {
     int lines = 0;
