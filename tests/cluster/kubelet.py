@@ -335,7 +335,7 @@ class Kubelet:
         netns.sweep(self.prefix)
         cidr = self.pod_cidr
         if not cidr:
-            cidr = DEFAULT_POD_CIDR if netns.cidr_is_free(DEFAULT_POD_CIDR) else netns.free_cidr()
+            cidr = DEFAULT_POD_CIDR if netns.reserve_cidr(DEFAULT_POD_CIDR) else netns.free_cidr()
         self.net = netns.Network(self.prefix, cidr, nodes=len(self.nodes))
         if self.image_files:
             self._make_image()

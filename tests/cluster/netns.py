@@ -30,6 +30,7 @@ a crashed run left behind:
     sweep("ks1a2b")                 # removes all of the above, killing what runs in the namespaces
 """
 
+import fcntl
 import ipaddress
 import json
 import os
@@ -109,14 +110,50 @@ def _routes_overlapping(net):
     return found
 
 
-def cidr_is_free(cidr):
-    return not _routes_overlapping(ipaddress.ip_network(cidr))
+# A network chosen because no route uses it yet is only taken once its bridge has an address, so
+# two runs on this machine choosing at once (the test binary runs two tests at a time) could take
+# the same one. A choice is therefore also a reservation: an exclusive flock on
+# RESERVATIONS/<cidr>.lock, held by this process until release_cidr (Network.down does it) or
+# until it exits, whichever comes first; others skip what is reserved.
+RESERVATIONS = "/run/mpijob-netns"
+_reserved = {}
+_reserved_lock = threading.Lock()
+
+
+def reserve_cidr(cidr):
+    """Whether cidr is now this process's: no host route overlaps it and no other network holds
+    it, in this process or another."""
+    cidr = str(ipaddress.ip_network(cidr))
+    os.makedirs(RESERVATIONS, exist_ok=True)
+    with _reserved_lock:
+        if cidr in _reserved:
+            return False
+        f = open(os.path.join(RESERVATIONS, cidr.replace("/", "_") + ".lock"), "a")
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            f.close()
+            return False
+        if _routes_overlapping(ipaddress.ip_network(cidr)):
+            f.close()
+            return False
+        _reserved[cidr] = f
+        return True
+
+
+def release_cidr(cidr):
+    """Gives back a reservation of reserve_cidr or free_cidr (nothing when there is none)."""
+    with _reserved_lock:
+        f = _reserved.pop(str(ipaddress.ip_network(cidr)), None)
+    if f is not None:
+        f.close()
 
 
 def free_cidr(candidates=None):
-    """The first /16 among candidates (default 10.200.0.0/16 .. 10.250.0.0/16) no host route uses."""
+    """The first /16 among candidates (default 10.200.0.0/16 .. 10.250.0.0/16) that no host route
+    uses and no other network holds, reserved for this process (reserve_cidr)."""
     for c in candidates or ("10.%d.0.0/16" % i for i in range(200, 251)):
-        if not _routes_overlapping(ipaddress.ip_network(c)):
+        if reserve_cidr(c):
             return c
     raise NetError("no free /16 for pods among the candidates")
 
@@ -269,6 +306,7 @@ class Network:
         if self._up:
             _ip("link", "del", self.bridge, check=False)
             self._up = False
+        release_cidr(self.net)
 
 
 def netns_pids(ns):

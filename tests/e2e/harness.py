@@ -230,7 +230,13 @@ class LocalCluster:
 
         def up():
             if self.cluster.poll() is not None:
-                raise RuntimeError("the real nodes did not start:\n" + self.tail("cluster.log"))
+                # why first (a failure's report may keep only its first line), then the log's end
+                try:
+                    with open(os.path.join(self.cluster_state, "error"), errors="replace") as f:
+                        why = f.readline().strip()
+                except OSError:
+                    why = "nodes.py exited with status %s" % self.cluster.returncode
+                raise RuntimeError("the real nodes did not start: %s\n%s" % (why, self.tail("cluster.log")))
             return os.path.exists(ready)
         wait_for("the real nodes Ready", up, 300, interval=0.2, describe=lambda: self.tail("cluster.log"))
         with open(os.path.join(self.cluster_state, "nodes.json")) as f:

@@ -181,6 +181,28 @@ class JobWaits:
     def launcher_log(self, ns, name):
         return self.c.launcher_log(ns, name)
 
+    def worker_killed(self, ns, name, old):
+        """Whether the pod old (as it was read before a kill) shows the kill: its first container
+        terminated or restarted, or the pod gone or replaced by another of the same name."""
+        r = self.kubectl("get", "pod", name, "-n", ns, "-o", "json", check=False)
+        if r.returncode != 0 or not r.stdout.strip():
+            return True
+        pod = json.loads(r.stdout)
+        if pod["metadata"]["uid"] != old["metadata"]["uid"] or pod["metadata"].get("deletionTimestamp"):
+            return True
+        if (pod.get("status") or {}).get("phase") in ("Failed", "Succeeded"):
+            return True
+        cs = ((pod.get("status") or {}).get("containerStatuses") or [{}])[0]
+        before = ((old.get("status") or {}).get("containerStatuses") or [{}])[0]
+        return "terminated" in (cs.get("state") or {}) or cs.get("restartCount", 0) > before.get("restartCount", 0)
+
+    def events(self, ns):
+        """The namespace's Events, a line each, oldest first."""
+        r = self.kubectl("get", "events", "-n", ns, "--sort-by=.lastTimestamp", "-o",
+                         "custom-columns=TIME:.lastTimestamp,KIND:.involvedObject.kind,NAME:.involvedObject.name,"
+                         "REASON:.reason,MESSAGE:.message", check=False)
+        return (r.stdout or r.stderr)[-4000:]
+
     @staticmethod
     def condition(j, ctype):
         for c in (j.get("status") or {}).get("conditions") or []:
@@ -291,13 +313,19 @@ class EndToEnd(JobWaits, unittest.TestCase):
         self.start_training(ns, "phoenix", 12000, {"backoffLimit": 3})
         old = json.loads(self.kubectl("get", "pod", "phoenix-worker-0", "-n", ns, "-o", "json").stdout)
         self.c.kill_pod(ns, "phoenix-worker-0")
+        # The kill is asked of the node and done on its next round: wait until it shows (the
+        # worker's container ended, or the pod already gone or replaced), then check that the
+        # training had not ended by then.
+        wait_for("phoenix-worker-0 killed", lambda: self.worker_killed(ns, "phoenix-worker-0", old), TIMEOUT,
+                 interval=0.2, describe=lambda: self.describe_job(ns, "phoenix"))
         self.assertNotIn('"event":"summary"', self.launcher_log(ns, "phoenix"),
                          "the training ended before the worker was killed: nothing of this test was tested")
         j = self.wait_state(ns, "phoenix", ("Succeeded", "Failed"))
         self.assertEqual(j["status"]["state"], "Succeeded", self.describe_job(ns, "phoenix"))
         # The Restarting condition stays in the list once set (False again after the retry ran).
-        self.assertIsNotNone(self.condition(j, "Restarting"), "the job went through Restarting: %s" %
-                             json.dumps(j["status"].get("conditions")))
+        self.assertIsNotNone(self.condition(j, "Restarting"), "the job went through Restarting: %s\nevents:\n%s\n%s" %
+                             (json.dumps(j["status"].get("conditions")), self.events(ns),
+                              self.describe_job(ns, "phoenix")))
         new = json.loads(self.kubectl("get", "pod", "phoenix-worker-0", "-n", ns, "-o", "json",
                                       check=False).stdout or "{}")
         if new:

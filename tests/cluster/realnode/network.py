@@ -8,7 +8,7 @@ host bridge, so that two nodes are two hosts and nothing they send leaves the ma
     net.down()
     sweep("rn1a2b")
 
-Layout, for the /16 10.x.0.0 chosen by netns.free_cidr():
+Layout, for the /16 10.x.0.0 chosen (and reserved until down()) by netns.free_cidr():
 
     this machine   bridge <prefix>br, 10.x.255.1/24; a route to each node's pod range via its node
     node i         namespace <prefix>-n<i>; eth0 10.x.255.(10+i)/24 (its InternalIP); routes to
@@ -105,6 +105,7 @@ class NodeNetwork:
 
     def down(self):
         if not self._up:
+            netns.release_cidr(self.cidr)
             return
         for node in self.nodes:
             netns.kill_netns_processes(node.ns)
@@ -116,6 +117,7 @@ class NodeNetwork:
         _iptables("-F", self.chain, check=False)
         _iptables("-X", self.chain, check=False)
         self._up = False
+        netns.release_cidr(self.cidr)
 
 
 def sweep(prefix):

@@ -26,11 +26,14 @@ holds each run's prefix and process id.
 """
 
 import argparse
+import contextlib
 import ctypes
+import fcntl
 import json
 import logging
 import os
 import random
+import re
 import shutil
 import signal
 import string
@@ -59,6 +62,14 @@ BINARIES = ("kubelet", "kube-proxy", "coredns")
 TOOLS = ("containerd", "ctr", "containerd-shim-runc-v2", "runc", "socat", "nsenter", "iptables", "podman", "gcc")
 CNI_PLUGINS = ("bridge", "host-local", "portmap", "loopback")
 READY_TIMEOUT = scaled(240.0)
+# Whatever --root-dir says, a kubelet binds its device-plugin socket at this fixed path, removing
+# what is there first; two kubelets starting at once, of one run or of two runs side by side
+# (the test binary runs two tests at a time), can both find it taken and exit ("address already
+# in use"). Kubelets therefore start one at a time on this machine: KUBELET_START_LOCK is held
+# from a kubelet's start until it owns that socket.
+DEVICE_PLUGIN_SOCKET = "/var/lib/kubelet/device-plugins/kubelet.sock"
+LOW_DISK = 2 << 30      # free bytes under which the log warns at the start
+KUBELET_START_LOCK = os.path.join(RUNS_DIR, "kubelet-start.lock")
 
 
 class NodeError(Exception):
@@ -157,6 +168,44 @@ def unmount_under(paths):
         subprocess.run(["umount", "-l", p], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+@contextlib.contextmanager
+def kubelet_start_lock():
+    """Held while one kubelet starts (KUBELET_START_LOCK); other runs on this machine wait."""
+    os.makedirs(RUNS_DIR, exist_ok=True)
+    with open(KUBELET_START_LOCK, "a") as f:
+        t0 = time.monotonic()
+        fcntl.flock(f, fcntl.LOCK_EX)
+        waited = time.monotonic() - t0
+        if waited > 1:
+            log.info("waited %.1f s for another kubelet to start", waited)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def owns_unix_socket(pid, path):
+    """Whether process pid holds a socket bound at path (read in its own network namespace's
+    /proc/PID/net/unix, matched by inode against its open descriptors)."""
+    try:
+        with open("/proc/%d/net/unix" % pid) as f:
+            inodes = {fields[6] for fields in (line.split() for line in f.readlines()[1:])
+                      if len(fields) >= 8 and fields[7] == path}
+        if not inodes:
+            return False
+        fd_dir = "/proc/%d/fd" % pid
+        for fd in os.listdir(fd_dir):
+            try:
+                link = os.readlink(os.path.join(fd_dir, fd))
+            except OSError:
+                continue
+            if link.startswith("socket:[") and link[8:-1] in inodes:
+                return True
+    except OSError:
+        pass
+    return False
+
+
 class Daemon:
     """One process of a node, in the node's network namespace, its output in a log file."""
 
@@ -192,6 +241,16 @@ class Daemon:
                 return f.read()[-n:]
         except OSError:
             return ""
+
+    def reason(self):
+        """The last error or fatal line of the log (klog's E and F lines, or a Go panic), cut to
+        one line: a report that keeps only the first lines of a failure still says why."""
+        lines = self.tail(64 * 1024).splitlines()
+        for line in reversed(lines):
+            if re.match(r"[EF]\d{4} ", line) or line.startswith(("panic:", "fatal error:")) \
+                    or "level=error" in line or "level=fatal" in line:
+                return line.strip()[:400]
+        return lines[-1].strip()[:400] if lines else "(its log is empty)"
 
 
 class RealNode:
@@ -255,7 +314,7 @@ class RealNode:
         end = time.monotonic() + scaled(60)
         while True:
             if not d.alive():
-                raise NodeError("%s: containerd exited:\n%s" % (self.name, d.tail()))
+                raise NodeError("%s: containerd exited: %s\n%s" % (self.name, d.reason(), d.tail()))
             if os.path.exists(self.socket) and subprocess.run(
                     ["ctr", "--address", self.socket, "version"], stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL).returncode == 0:
@@ -281,7 +340,8 @@ class RealNode:
     def check_alive(self):
         for d in self.daemons.values():
             if not d.alive():
-                raise NodeError("%s: %s exited (status %s):\n%s" % (self.name, d.name, d.proc.returncode, d.tail()))
+                raise NodeError("%s: %s exited (status %s): %s\n%s" % (self.name, d.name, d.proc.returncode,
+                                                                         d.reason(), d.tail()))
 
     def stop(self):
         """kube-proxy and kubelet first, then every container of the node, then containerd."""
@@ -414,7 +474,10 @@ class RealNodes:
     def up(self):
         t0 = time.monotonic()
         os.makedirs(self.state_dir, exist_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(self.state_dir, "error"))
         self.register_run()
+        self.log_free_disk()
         self.net = network.NodeNetwork(self.prefix, nodes=self.args.nodes)
         self.net.up()
         log.info("node network %s on bridge %s, this machine %s", self.net.cidr, self.net.bridge, self.net.gateway)
@@ -461,14 +524,14 @@ class RealNodes:
             t.join()
         if errors:
             raise NodeError("; ".join(errors))
-        # One kubelet at a time, each once its Node is registered: whatever --root-dir says, a
-        # kubelet binds its device-plugin socket at the fixed path
-        # /var/lib/kubelet/device-plugins/kubelet.sock (removing what is there first), and two
-        # starting at once can both find it taken and exit ("address already in use").
+        # One kubelet at a time on this machine (KUBELET_START_LOCK), each until its Node is
+        # registered and it owns the device-plugin socket.
         for n in self.nodes:
-            n.start_kubelet()
-            self.wait("node %s registered" % n.name,
-                      lambda n=n: self.kube.get("/api/v1/nodes/" + n.name) is not None or "absent")
+            with kubelet_start_lock():
+                n.start_kubelet()
+                self.wait("node %s registered" % n.name,
+                          lambda n=n: self.kube.get("/api/v1/nodes/" + n.name) is not None or "absent")
+                self.wait_device_plugin_socket(n)
         log.info("containerd up and images imported on %d nodes (%.1f s)", len(self.nodes), time.monotonic() - t0)
 
         self.wait("every node Ready", self.nodes_ready)
@@ -501,6 +564,20 @@ class RealNodes:
         path = "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices"
         self.kube.delete(path + "/kubernetes-realnodes")
         self.kube.create(path, body)
+
+    def log_free_disk(self):
+        """The free space where the nodes keep images, containers and logs: disk never counts for
+        eviction here (config.kubelet_yaml), so a full disk shows as failed writes, and this line
+        in the log says so first."""
+        st = os.statvfs(self.state_dir)
+        free = st.f_bavail * st.f_frsize
+        log.log(logging.WARNING if free < LOW_DISK else logging.INFO, "%.1f GiB free on the disk of %s%s",
+                free / 2**30, self.state_dir, " (low: images and containers may not fit)" if free < LOW_DISK else "")
+
+    def wait_device_plugin_socket(self, node):
+        kubelet = node.daemons["kubelet"]
+        self.wait("the kubelet of %s bound %s" % (node.name, DEVICE_PLUGIN_SOCKET),
+                  lambda: owns_unix_socket(kubelet.proc.pid, DEVICE_PLUGIN_SOCKET) or "not yet")
 
     def wait(self, what, check):
         end = time.monotonic() + READY_TIMEOUT
@@ -545,7 +622,12 @@ class RealNodes:
         old = node.daemons[daemon]
         t0 = time.monotonic()
         old.stop()
-        node.daemons[daemon] = Daemon(old.name, old.argv, old.log_path).start()
+        if daemon == "kubelet":
+            with kubelet_start_lock():
+                node.daemons[daemon] = Daemon(old.name, old.argv, old.log_path).start()
+                self.wait_device_plugin_socket(node)
+        else:
+            node.daemons[daemon] = Daemon(old.name, old.argv, old.log_path).start()
         log.info("%s: %s restarted (pid %d, was %d; stopped in %.1f s)", node_name, daemon,
                  node.daemons[daemon].proc.pid, old.proc.pid, time.monotonic() - t0)
         self.write_nodes_json()
@@ -662,6 +744,11 @@ def main(argv=None):
     except Exception as e:
         log.error("%s", e)
         sys.stderr.write("nodes.py: %s\n" % e)
+        # STATE/error: what went wrong, for a caller to report first (tests/e2e/harness.py)
+        try:
+            write_atomic(os.path.join(args.state_dir, "error"), "%s\n" % e)
+        except OSError:
+            pass
         status = 1
     finally:
         rn.down()
