@@ -114,16 +114,20 @@ deps:
 
 test: deps
 	@$(MAKE) --no-print-directory all build/asan/bin/mpijob-tests build/asan/bin/worker-tests
-	@status=0; rm -rf build/rbac-usage.log build/test-results; mkdir -p build/test-results; \
+	@rm -rf build/rbac-usage.log build/test-results; mkdir -p build/test-results; \
 	export PATH="$$PATH:$(CURDIR)/build/tools/kubectl/1.35.2"; \
 	export MPIJOB_TEST_RESULTS=$(CURDIR)/build/test-results/python.jsonl; \
-	MPIJOB_TEST_RBAC_USAGE=$(CURDIR)/build/rbac-usage.log scripts/run-tests.sh build/asan/bin/mpijob-tests \
-		--json=build/test-results/main.json || status=1; \
-	python3 tests/apiserver/rbac_coverage.py deploy/mpijob-operator.yaml build/rbac-usage.log || status=1; \
-	scripts/run-tests.sh build/asan/bin/worker-tests --json=build/test-results/worker.json || status=1; \
-	python3 scripts/test-summary.py --criterion build/test-results/main.json \
-		--criterion build/test-results/worker.json --python build/test-results/python.jsonl; \
-	exit $$status
+	r=build/test-results; \
+	MPIJOB_TEST_WHY=$$r/main.why MPIJOB_TEST_RBAC_USAGE=$(CURDIR)/build/rbac-usage.log \
+		scripts/run-tests.sh build/asan/bin/mpijob-tests --json=$$r/main.json; main=$$?; \
+	python3 tests/apiserver/rbac_coverage.py deploy/mpijob-operator.yaml build/rbac-usage.log > $$r/rbac.why; \
+	rbac=$$?; cat $$r/rbac.why; \
+	MPIJOB_TEST_WHY=$$r/worker.why scripts/run-tests.sh build/asan/bin/worker-tests --json=$$r/worker.json; \
+	worker=$$?; \
+	python3 scripts/test-summary.py --criterion $$r/main.json --criterion $$r/worker.json \
+		--python $$r/python.jsonl --step "the main suite=$$main:$$r/main.why" \
+		--step "the RBAC coverage check=$$rbac:$$r/rbac.why" --step "the worker suite=$$worker:$$r/worker.why"; \
+	[ $$main -eq 0 ] && [ $$rbac -eq 0 ] && [ $$worker -eq 0 ]
 
 # ---- fuzzing (clang-14 + libFuzzer) ----------------------------------------
 FUZZ_CC      ?= clang-14

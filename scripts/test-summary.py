@@ -3,12 +3,19 @@
 
     python3 scripts/test-summary.py --criterion build/test-results/main.json [--criterion ...]
                                     --python build/test-results/python.jsonl
+                                    [--step "NAME=STATUS:WHYFILE" ...]
 
 Criterion's JSON reports give the C tests; the JSON lines written by tests/support/pyresults.py
 give the Python tests that some Criterion tests run. A Criterion test that only runs a Python
 suite is counted through that suite's own tests, not as one more test. Prints which API server
 the tests ran against, the skips with their reasons, the failures, and last one line
 "N passed, N failed, N skipped". A skipped test never counts as passed. Exit status 0.
+
+Each --step is one part of `make test` with its exit status and a file saying why it failed
+(scripts/run-tests.sh's MPIJOB_TEST_WHY, the RBAC check's output). A step that failed is named,
+with its reason, just above the last line, and the last line says that `make test` fails: a
+sanitizer report or an unused RBAC verb fails the run although every test passed, and a log's
+last lines are where a CI system's excerpt looks.
 """
 
 import argparse
@@ -58,7 +65,7 @@ def criterion_tests(path):
             status = {"PASSED": "passed", "SKIPPED": "skipped"}.get(t.get("status"), "failed")
             msgs = [m for m in t.get("messages") or [] if m]
             out.append({"suite": os.path.basename(path), "test": name, "status": status,
-                        "reason": "; ".join(msgs)[:300]})
+                        "reason": "; ".join(msgs)[:600]})
     return out, None
 
 
@@ -136,10 +143,30 @@ def read_lines(path):
         return []
 
 
+def failed_steps(specs):
+    """[(name, status, why lines)] for each --step "NAME=STATUS:WHYFILE" whose status is not 0."""
+    out = []
+    for spec in specs:
+        name, _, rest = spec.rpartition("=")
+        status, _, why_file = rest.partition(":")
+        try:
+            code = int(status)
+        except ValueError:
+            code = -1
+        if code == 0:
+            continue
+        why = [line.rstrip() for line in read_lines(why_file)] if why_file else []
+        if len(why) > 15:
+            why = why[:14] + ["... (%d lines more in %s)" % (len(why) - 14, why_file)]
+        out.append((name or spec, status, why))
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--criterion", action="append", default=[])
     ap.add_argument("--python", default=None)
+    ap.add_argument("--step", action="append", default=[])
     args = ap.parse_args()
 
     tests, problems = [], []
@@ -176,13 +203,21 @@ def main():
     if failed:
         print("Failed (%d):" % len(failed))
         for t in failed:
-            print("  FAIL %s: %s" % (t["test"], t["reason"][:200]))
+            print("  FAIL %s: %s" % (t["test"], t["reason"][:600]))
     for p in problems:
         print("  problem: %s" % p)
     ran = len(passed) + len(failed)
     if tests:
         print("Ran %d of %d tests (%.1f%%); the rest were skipped." % (ran, len(tests), 100.0 * ran / len(tests)))
-    print("%d passed, %d failed, %d skipped" % (len(passed), len(failed) + len(problems), len(skipped)))
+    steps = failed_steps(args.step)
+    for name, status, why in steps:
+        print("%s exited with status %s:" % (name[:1].upper() + name[1:], status))
+        for line in why or ["(it said nothing more)"]:
+            print("  " + line[:300])
+    line = "%d passed, %d failed, %d skipped" % (len(passed), len(failed) + len(problems), len(skipped))
+    if steps:
+        line += "; make test fails: %s" % ", ".join("%s exited %s" % (n, st) for n, st, _ in steps)
+    print(line)
     return 0
 
 

@@ -519,39 +519,56 @@ class Real:
 
     def write_usage(self):
         """Appends one line per request the server allowed the operator's ServiceAccount
-        ("verb group resource[/sub] namespace", as the double writes them) to the usage log."""
+        ("verb group resource[/sub] namespace", as the double writes them) to the usage log, for
+        the audit records written since the last call. The launcher calls it about once a second
+        while it runs and once more after its children have stopped: the test that stops it
+        SIGKILLs it after a grace, and on a busy machine reading a whole run's audit log only at
+        the end could overrun that grace and lose the run's usage (a verb only that test uses
+        would then fail the RBAC coverage check)."""
         if not getattr(self, "usage_log", None) or not self.rbac_user:
             return
         lines = []
         try:
-            with open(os.path.join(self.dir, "audit.log")) as f:
-                for line in f:
-                    try:
-                        ev = json.loads(line)
-                    except ValueError:
-                        continue
-                    if (ev.get("user") or {}).get("username") != self.rbac_user:
-                        continue
-                    if (ev.get("annotations") or {}).get("authorization.k8s.io/decision") != "allow":
-                        continue
-                    ref = ev.get("objectRef") or {}
-                    if not ref.get("resource"):
-                        continue
-                    res = ref["resource"] + ("/" + ref["subresource"] if ref.get("subresource") else "")
-                    ns = ref.get("namespace") or "-"
-                    lines.append("%s %s %s %s\n" % (ev.get("verb"), ref.get("apiGroup") or '""', res, ns))
-                    # OwnerReferencesPermissionEnforcement asks the authorizer, unaudited, whether
-                    # the writer may update the owner's finalizers for each blockOwnerDeletion
-                    obj = ev.get("requestObject") if ev.get("verb") in ("create", "update") else None
-                    meta = obj.get("metadata") if isinstance(obj, dict) else None
-                    for o in (meta or {}).get("ownerReferences") or []:
-                        if isinstance(o, dict) and o.get("blockOwnerDeletion") and o.get("kind"):
-                            group = (o.get("apiVersion") or "").rpartition("/")[0] or '""'
-                            lines.append("update %s %ss/finalizers %s\n" % (group, o["kind"].lower(), ns))
+            with open(os.path.join(self.dir, "audit.log"), "rb") as f:
+                f.seek(getattr(self, "audit_offset", 0))
+                data = f.read()
         except OSError:
             return
-        with open(self.usage_log, "a") as f:
-            f.write("".join(lines))
+        end = data.rfind(b"\n") + 1           # only whole records; a partial one waits for the next call
+        self.audit_offset = getattr(self, "audit_offset", 0) + end
+        for line in data[:end].decode("utf-8", "replace").splitlines():
+            try:
+                ev = json.loads(line)
+            except ValueError:
+                continue
+            if (ev.get("user") or {}).get("username") != self.rbac_user:
+                continue
+            if (ev.get("annotations") or {}).get("authorization.k8s.io/decision") != "allow":
+                continue
+            ref = ev.get("objectRef") or {}
+            if not ref.get("resource"):
+                continue
+            res = ref["resource"] + ("/" + ref["subresource"] if ref.get("subresource") else "")
+            ns = ref.get("namespace") or "-"
+            lines.append("%s %s %s %s\n" % (ev.get("verb"), ref.get("apiGroup") or '""', res, ns))
+            # OwnerReferencesPermissionEnforcement asks the authorizer, unaudited, whether
+            # the writer may update the owner's finalizers for each blockOwnerDeletion
+            obj = ev.get("requestObject") if ev.get("verb") in ("create", "update") else None
+            meta = obj.get("metadata") if isinstance(obj, dict) else None
+            for o in (meta or {}).get("ownerReferences") or []:
+                if isinstance(o, dict) and o.get("blockOwnerDeletion") and o.get("kind"):
+                    group = (o.get("apiVersion") or "").rpartition("/")[0] or '""'
+                    lines.append("update %s %ss/finalizers %s\n" % (group, o["kind"].lower(), ns))
+        if lines:
+            # one write(2) on an O_APPEND descriptor: every server of a run (two tests at a time)
+            # appends to the same file, and a line must not be cut by another's
+            data = "".join(lines).encode()
+            fd = os.open(self.usage_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                while data:
+                    data = data[os.write(fd, data):]
+            finally:
+                os.close(fd)
 
     def restart(self):
         """The whole control plane restarted, its data kept, as an upgrade or a machine's reboot
@@ -588,8 +605,12 @@ class Real:
         write_atomic(os.path.join(self.dir, "control", "restarted"), json.dumps(answer) + "\n")
 
     def supervise(self):
+        next_usage = time.monotonic() + 1
         while not self.stop_requested:
             self.serve_requests()
+            if time.monotonic() >= next_usage:
+                self.write_usage()
+                next_usage = time.monotonic() + 1
             for p in self.procs:
                 if p.poll() is not None:
                     log("%s exited with status %s; stopping (logs in %s)" % (p.args[0], p.returncode, self.dir))

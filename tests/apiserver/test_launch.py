@@ -194,6 +194,44 @@ class Ports(unittest.TestCase):
         self.assertIn("exited with status 2", str(e.exception))
         self.assertEqual(len(starts), 1)
 
+    def test_rbac_usage_is_read_as_the_audit_log_grows_each_record_once(self):
+        """The operator's requests reach the usage log while the server runs, each once, a record
+        cut in half by the read counted when its end arrives; other users' and refused requests
+        not at all."""
+        import json
+
+        class Args:
+            state_dir = self.dir
+            user = []
+        real = self.launch.Real(Args, "etcd", "kube-apiserver")
+        usage = os.path.join(self.dir, "usage.log")
+        os.environ["MPIJOB_TEST_RBAC_USAGE"] = usage
+        self.addCleanup(os.environ.pop, "MPIJOB_TEST_RBAC_USAGE", None)
+        real.audit_flags("system:serviceaccount:mpi-operator:mpi-operator")
+
+        def record(verb, resource, user="system:serviceaccount:mpi-operator:mpi-operator", decision="allow",
+                   group=""):
+            return json.dumps({"user": {"username": user}, "verb": verb,
+                               "annotations": {"authorization.k8s.io/decision": decision},
+                               "objectRef": {"resource": resource, "apiGroup": group, "namespace": "ns"}}) + "\n"
+
+        audit = os.path.join(self.dir, "audit.log")
+        real.write_usage()                          # no audit log yet: nothing, no error
+        self.assertFalse(os.path.exists(usage))
+        with open(audit, "w") as f:
+            f.write(record("create", "pods") + record("get", "pods", user="admin")
+                    + record("delete", "pods", decision="forbid"))
+            half = record("delete", "jobs", group="batch")
+            f.write(half[:20])
+        real.write_usage()
+        with open(audit, "a") as f:
+            f.write(half[20:] + record("list", "services"))
+        real.write_usage()
+        real.write_usage()
+        with open(usage) as f:
+            self.assertEqual(f.read().splitlines(),
+                             ['create "" pods ns', "delete batch jobs ns", 'list "" services ns'])
+
 
 if __name__ == "__main__":
     import pyresults

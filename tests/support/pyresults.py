@@ -62,12 +62,12 @@ class RecordingResult(unittest.TextTestResult):
 
     def addFailure(self, test, err):
         super().addFailure(test, err)
-        _record(self.suite, test.id(), "failed", str(err[1])[:300])
+        _record(self.suite, test.id(), "failed", str(err[1])[:600])
 
     def addError(self, test, err):
         super().addError(test, err)
         # an error in setUpClass arrives as a _ErrorHolder with its own id
-        _record(self.suite, test.id(), "failed", "%s: %s" % (err[0].__name__, str(err[1])[:300]))
+        _record(self.suite, test.id(), "failed", "%s: %s" % (err[0].__name__, str(err[1])[:600]))
 
     def addSkip(self, test, reason):
         super().addSkip(test, reason)
