@@ -367,8 +367,10 @@ static void *run(void *arg)
         uint64_t t0 = clock_now_ms();
         int rc = kube_watch(inf->client, &inf->resource, inf->namespace, &wopts, on_watch_event, inf, &st);
         free(rv);
-        if (atomic_load(&inf->stop))
+        if (atomic_load(&inf->stop)) {
+            kube_status_clear(&st); /* a stop during a 429's wait leaves that answer's Status here */
             break;
+        }
 
         pthread_mutex_lock(&inf->lock);
         int progressed = inf->stats.events + inf->stats.bookmarks > events_before;

@@ -12,6 +12,7 @@
 #include "support/apiserver.h"
 #include "support/deadline.h"
 #include "support/kube_test.h"
+#include "support/sanitizer.h"
 #include "util/clock.h"
 #include "util/json.h"
 #include "util/strmap.h"
@@ -460,6 +461,30 @@ Test(informer, twenty_drops_in_a_row_still_converge)
     informer_free(inf);
     tally_free(t);
     kube_client_free(c);
+}
+
+/* An informer stopped while its watch waits out a 429's Retry-After stops at once and keeps
+ * nothing of that answer. The Status the 429 carried (its message and details) was once left
+ * behind: found on a real control plane, where API Priority and Fairness throttled a test's
+ * watch just as the test stopped its controller. */
+Test(informer, stopped_while_its_watch_waits_on_a_429_leaves_nothing)
+{
+    REQUIRE_DOUBLE();
+    struct kube_client *c = new_client();
+    struct tally *t = tally_new();
+    struct informer *inf = start_informer(c, t, NULL, 0);
+    cr_assert_eq(test_apiserver_fault(&srv, "{\"failNext\":{\"count\":1,\"code\":429,\"retryAfter\":60,"
+                                            "\"verb\":\"watch\"}}"), 0);
+    cr_assert_eq(test_apiserver_fault(&srv, "{\"dropWatches\":true}"), 0);
+    /* the watch is made again and meets the 429: it waits out the Retry-After */
+    struct kube_client_stats stats = {0};
+    struct test_deadline d = test_deadline_in(WAIT_MS);
+    for (kube_client_stats(c, &stats); stats.server_throttles == 0; kube_client_stats(c, &stats))
+        cr_assert(test_deadline_poll(&d), "the watch met no 429 after %s", test_deadline_text(&d));
+    informer_free(inf);
+    tally_free(t);
+    kube_client_free(c);
+    cr_assert_eq(test_leak_check(), 0, "the informer left memory behind (LeakSanitizer's report above)");
 }
 
 Test(informer, survives_an_apiserver_restart)
