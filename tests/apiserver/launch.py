@@ -60,6 +60,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tests",
 from atomic import write_atomic  # noqa: E402
 from pyresults import record_server  # noqa: E402
 from deadline import scaled  # noqa: E402
+from auth import append_usage  # noqa: E402
 
 # Seconds for the server (and again for the controllers) to be ready, scaled by
 # $MPIJOB_TEST_TIME_SCALE: a real etcd and kube-apiserver starting on a busy 2-core machine.
@@ -233,6 +234,9 @@ class Real:
         self.etcd_bin = etcd_bin
         self.apiserver_bin = apiserver_bin
         self.procs = []
+        self.usage_log = None   # MPIJOB_TEST_RBAC_USAGE, once start() knows the operator's user
+        self.rbac_user = None
+        self.audit_offset = 0   # how much of audit.log write_usage has read
         self.spawned = []       # (argv, log name, ready check or None), in start order: for restart()
         self.stopping = False
         self.stop_requested = False
@@ -525,17 +529,17 @@ class Real:
         SIGKILLs it after a grace, and on a busy machine reading a whole run's audit log only at
         the end could overrun that grace and lose the run's usage (a verb only that test uses
         would then fail the RBAC coverage check)."""
-        if not getattr(self, "usage_log", None) or not self.rbac_user:
+        if not self.usage_log or not self.rbac_user:
             return
         lines = []
         try:
             with open(os.path.join(self.dir, "audit.log"), "rb") as f:
-                f.seek(getattr(self, "audit_offset", 0))
+                f.seek(self.audit_offset)
                 data = f.read()
         except OSError:
             return
         end = data.rfind(b"\n") + 1           # only whole records; a partial one waits for the next call
-        self.audit_offset = getattr(self, "audit_offset", 0) + end
+        self.audit_offset += end
         for line in data[:end].decode("utf-8", "replace").splitlines():
             try:
                 ev = json.loads(line)
@@ -560,15 +564,8 @@ class Real:
                     group = (o.get("apiVersion") or "").rpartition("/")[0] or '""'
                     lines.append("update %s %ss/finalizers %s\n" % (group, o["kind"].lower(), ns))
         if lines:
-            # one write(2) on an O_APPEND descriptor: every server of a run (two tests at a time)
-            # appends to the same file, and a line must not be cut by another's
-            data = "".join(lines).encode()
-            fd = os.open(self.usage_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            try:
-                while data:
-                    data = data[os.write(fd, data):]
-            finally:
-                os.close(fd)
+            # the double's own appender (one write on O_APPEND): every server of a run shares the file
+            append_usage(self.usage_log, "".join(lines))
 
     def restart(self):
         """The whole control plane restarted, its data kept, as an upgrade or a machine's reboot
