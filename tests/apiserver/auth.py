@@ -11,6 +11,7 @@ import time
 
 import rbac
 import serviceaccounts
+from atomic import append_whole  # tests/support, on the path apiserver.py sets
 from errors import api_error, err_bad_request, fe_invalid, field_errors_text, go_json_kind
 from kinds import RBAC_GROUP
 from objects import META_ORDER, now_rfc3339, ordered
@@ -247,8 +248,4 @@ class Auth:
 
 def append_usage(path, line):
     """One usage line added to MPIJOB_TEST_RBAC_USAGE's file, which every server of a run shares."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, line.encode())
-    finally:
-        os.close(fd)
+    append_whole(path, line)

@@ -57,10 +57,9 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tests", "support"))
-from atomic import write_atomic  # noqa: E402
+from atomic import append_whole, write_atomic  # noqa: E402
 from pyresults import record_server  # noqa: E402
 from deadline import scaled  # noqa: E402
-from auth import append_usage  # noqa: E402
 
 # Seconds for the server (and again for the controllers) to be ready, scaled by
 # $MPIJOB_TEST_TIME_SCALE: a real etcd and kube-apiserver starting on a busy 2-core machine.
@@ -564,8 +563,8 @@ class Real:
                     group = (o.get("apiVersion") or "").rpartition("/")[0] or '""'
                     lines.append("update %s %ss/finalizers %s\n" % (group, o["kind"].lower(), ns))
         if lines:
-            # the double's own appender (one write on O_APPEND): every server of a run shares the file
-            append_usage(self.usage_log, "".join(lines))
+            # one write on O_APPEND, as the double's: every server of a run shares the file
+            append_whole(self.usage_log, "".join(lines))
 
     def restart(self):
         """The whole control plane restarted, its data kept, as an upgrade or a machine's reboot
