@@ -121,9 +121,7 @@ class DeletionFinisher:
             return
         if st.get("phase") in ("Succeeded", "Failed") or meta.get("deletionGracePeriodSeconds") == 0:
             return
-        self.kube.request("DELETE", "/api/v1/namespaces/%s/pods/%s?gracePeriodSeconds=0" % (
-            meta["namespace"], meta["name"]), {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0,
-                                               "preconditions": {"uid": meta.get("uid")}})
+        self.kube.finish_pod_deletion(meta["namespace"], meta["name"], meta.get("uid"))
 
     def stop(self):
         self.stop_event.set()

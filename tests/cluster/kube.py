@@ -250,6 +250,32 @@ class Kube:
         return self._ok("DELETE", path, {"kind": "DeleteOptions", "apiVersion": "v1",
                                          "propagationPolicy": "Background"}, allow_404=True) is not None
 
+    def finish_pod_deletion(self, ns, name, uid, deadline=60.0):
+        """A kubelet's last delete of a pod it has stopped (gracePeriodSeconds=0, that uid only),
+        tried again while the server cannot be reached or answers 429 or 5xx, as a kubelet's sync
+        loop does: one lost request would leave the pod Terminating for ever. True once the pod is
+        gone or is another pod (404, 409); False with a warning when the deadline passes."""
+        path = "/api/v1/namespaces/%s/pods/%s?gracePeriodSeconds=0" % (ns, name)
+        body = {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0, "preconditions": {"uid": uid}}
+        end = time.monotonic() + deadline
+        pause, last = 0.2, None
+        while True:
+            try:
+                code, obj = self.request("DELETE", path, body)
+                if code in (200, 202, 404, 409):
+                    return True
+                last = "HTTP %d %s" % (code, obj)
+                if code != 429 and code < 500:
+                    break
+            except OSError as e:
+                last = str(e)
+            if time.monotonic() + pause > end:
+                break
+            time.sleep(pause)
+            pause = min(pause * 2, 2.0)
+        log.warning("delete %s/%s: %s", ns, name, last)
+        return False
+
     def ensure_namespace(self, name):
         """Creates the Namespace `name` unless it exists: a real kube-apiserver refuses to create
         objects in a namespace that does not exist (404 namespaces "x" not found)."""

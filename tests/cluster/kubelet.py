@@ -228,23 +228,19 @@ class Kubelet:
     def pod_network_changed(self, _runner):
         self._write_hosts()
 
-    def pod_finished(self, runner):
+    def pod_finished(self, runner, req):
+        """The runner has stopped (req: its delete request then, taken under its lock with the
+        finished flag, so a request that arrives later is answered by _handle instead)."""
         with self._lock:
             self._done_uids.add(runner.uid)
-            req = runner.delete_req
         if req and not req[1] and not self.stopping.is_set():
             self._delete_from_api(runner.ns, runner.name, runner.uid)
 
     def _delete_from_api(self, ns, name, uid):
-        body = {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0,
-                "preconditions": {"uid": uid}}
-        try:
-            code, obj = self.kube.request("DELETE", "/api/v1/namespaces/%s/pods/%s?gracePeriodSeconds=0"
-                                          % (ns, name), body)
-            if code not in (200, 202, 404, 409):
-                log.warning("delete %s/%s: HTTP %d %s", ns, name, code, obj)
-        except OSError as e:
-            log.warning("delete %s/%s: %s", ns, name, e)
+        # in a thread of its own: its retries (an API server restarting) must not hold up the
+        # events of other pods
+        threading.Thread(target=self.kube.finish_pod_deletion, args=(ns, name, uid),
+                         name="delete-%s/%s" % (ns, name), daemon=True).start()
 
     def _write_hosts(self):
         with self._lock:
@@ -306,9 +302,9 @@ class Kubelet:
                     self._write_hosts()
             return
         if meta.get("deletionTimestamp"):
-            if r is not None and not r.finished.is_set():
-                r.request_delete(grace, False)
-            else:
+            # request_delete refuses once the runner has finished (checked under its lock):
+            # then no runner will make the last delete, so it is made here
+            if r is None or not r.request_delete(grace, False):
                 self._delete_from_api(meta.get("namespace"), meta.get("name"), uid)
             return
         if r is not None:

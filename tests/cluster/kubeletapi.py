@@ -40,6 +40,9 @@ reader, k8s.io/cri-client/pkg/logs ReadLogs), the query being what kube-apiserve
     sinceSeconds/sinceTime: each line is as old as that time, so all lines or none;
   - follow=true is answered as without it (what the file holds now, then the answer ends);
     `tail` is tailLines' old name (tail=all: no limit);
+  - DIR/<same>.log.empty-reads, when a test writes it (a number N): the next N reads of that
+    log answer an empty log, as a node whose runtime has not yet written a container's last
+    output to its log (tests/support/kubelet_logs.h, test_kubelet_hold_log);
   - a log file that does not exist: 400 `container "C" in pod "P" is not available`, the
     kubelet's words for a container of a pod it knows but has no status of (one that has not
     started); a number it cannot read: 400 {"message": "Unable to decode query."}; a negative
@@ -124,6 +127,28 @@ class KubeletError(Exception):
         super().__init__(text)
         self.code = code
         self.text = text
+
+
+_held_lock = threading.Lock()
+
+
+def take_held_read(path):
+    """True when a read of the log at path is to answer empty: its .empty-reads count (a test's)
+    is above 0, and is lowered by one."""
+    held = path + ".empty-reads"
+    with _held_lock:
+        try:
+            with open(held) as f:
+                n = int(f.read().strip() or 0)
+        except (OSError, ValueError):
+            return False
+        if n <= 0:
+            return False
+        tmp = held + ".tmp"
+        with open(tmp, "w") as f:
+            f.write("%d\n" % (n - 1))
+        os.replace(tmp, held)
+        return True
 
 
 def log_range(logs_dir, ns, pod, container, previous):
@@ -323,6 +348,8 @@ class Handler(BaseHTTPRequestHandler):
                     raise KubeletError(400, '{"message": "Missing %s."}' % what)
             opts = parse_query(url.query)
             path, start, end = log_range(self.server.logs_dir, ns, pod, container, opts.previous)
+            if take_held_read(path):
+                start = end = 0
         except KubeletError as e:
             self._answer(e.code, e.text)
             return

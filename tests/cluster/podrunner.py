@@ -89,10 +89,14 @@ class PodRunner:
 
     # ---------------------------------------------------------------- requests (any thread)
     def request_delete(self, grace, api_gone):
+        """False when the runner has already finished (it will not act on the request)."""
         with self.lock:
+            if self.finished.is_set():
+                return False
             if self.delete_req is None or api_gone:
                 g = grace if self.delete_req is None else min(grace, self.delete_req[0])
                 self.delete_req = (g, api_gone or (self.delete_req or (0, False))[1])
+            return True
 
     def request_kill(self):
         self.kill_req = True
@@ -380,8 +384,10 @@ class PodRunner:
                 self._signal(c, signal.SIGKILL)
         finally:
             self._teardown()
-            self.finished.set()
-            self.k.pod_finished(self)
+            with self.lock:      # a delete request lands before this (and is acted on) or is refused
+                self.finished.set()
+                req = self.delete_req
+            self.k.pod_finished(self, req)
 
     @staticmethod
     def _field_path(c):
