@@ -17,9 +17,16 @@ struct expectations {
     struct strmap *written; /* "ns/name" -> struct superseded */
     struct strmap *refused; /* "ns/name" -> struct refusal */
     struct strmap *logs_read; /* "ns/name" -> uid of the launcher pod whose log was read last */
+    struct strmap *logs_empty; /* "ns/name" -> struct empty_reads, while a launcher's log reads empty */
     uint64_t swept_at;
     uint64_t ttl_ms;
     const struct clock_source *clock; /* NULL: CLOCK_MONOTONIC */
+};
+
+struct empty_reads {
+    int count;
+    uint64_t at; /* the last empty read, on the expectations' clock */
+    char uid[];
 };
 
 struct superseded {
@@ -39,9 +46,10 @@ struct expectations *expectations_new(void)
     e->written = strmap_new(free);
     e->refused = strmap_new(free);
     e->logs_read = strmap_new(free);
+    e->logs_empty = strmap_new(free);
     e->swept_at = clock_now_ms();
     e->ttl_ms = EXPECTATION_TTL_MS;
-    if (!e->created || !e->counted || !e->deleted || !e->written || !e->refused || !e->logs_read) {
+    if (!e->created || !e->counted || !e->deleted || !e->written || !e->refused || !e->logs_read || !e->logs_empty) {
         expectations_free(e);
         return NULL;
     }
@@ -58,6 +66,7 @@ void expectations_free(struct expectations *e)
     strmap_free(e->written);
     strmap_free(e->refused);
     strmap_free(e->logs_read);
+    strmap_free(e->logs_empty);
     pthread_mutex_destroy(&e->lock);
     free(e);
 }
@@ -250,6 +259,7 @@ void expect_forget_job(struct expectations *e, const char *job_key)
     strmap_remove(e->refused, job_key);
     strmap_remove(e->written, job_key);
     strmap_remove(e->logs_read, job_key);
+    strmap_remove(e->logs_empty, job_key);
     pthread_mutex_unlock(&e->lock);
 }
 
@@ -261,7 +271,53 @@ void expect_log_read(struct expectations *e, const char *job_key, const char *po
     pthread_mutex_lock(&e->lock);
     if (strmap_put(e->logs_read, job_key, uid) < 0)
         free(uid);
+    strmap_remove(e->logs_empty, job_key);
     pthread_mutex_unlock(&e->lock);
+}
+
+int expect_log_empty(struct expectations *e, const char *job_key, const char *pod_uid)
+{
+    if (!e || !pod_uid)
+        return 0;
+    int count = 0;
+    pthread_mutex_lock(&e->lock);
+    struct empty_reads *r = strmap_get(e->logs_empty, job_key);
+    uint64_t now = clock_source_now(e->clock);
+    if (r && strcmp(r->uid, pod_uid) == 0) {
+        count = ++r->count;
+        r->at = now;
+    } else {
+        size_t n = strlen(pod_uid) + 1;
+        r = malloc(sizeof(*r) + n);
+        if (r) {
+            r->count = 1;
+            r->at = now;
+            memcpy(r->uid, pod_uid, n);
+            if (strmap_put(e->logs_empty, job_key, r) < 0)
+                free(r);
+            else
+                count = 1;
+        }
+    }
+    pthread_mutex_unlock(&e->lock);
+    return count;
+}
+
+int expect_log_empty_reads(struct expectations *e, const char *job_key, const char *pod_uid, uint64_t *since_ms)
+{
+    *since_ms = 0;
+    if (!e || !pod_uid)
+        return 0;
+    int count = 0;
+    pthread_mutex_lock(&e->lock);
+    const struct empty_reads *r = strmap_get(e->logs_empty, job_key);
+    if (r && strcmp(r->uid, pod_uid) == 0) {
+        count = r->count;
+        uint64_t now = clock_source_now(e->clock);
+        *since_ms = now > r->at ? now - r->at : 0;
+    }
+    pthread_mutex_unlock(&e->lock);
+    return count;
 }
 
 bool expect_log_read_uid(struct expectations *e, const char *job_key, char *out, size_t len)
@@ -297,7 +353,8 @@ size_t expectations_size(struct expectations *e)
         return 0;
     pthread_mutex_lock(&e->lock);
     size_t n = strmap_size(e->created) + strmap_size(e->counted) + strmap_size(e->deleted) +
-               strmap_size(e->written) + strmap_size(e->refused) + strmap_size(e->logs_read);
+               strmap_size(e->written) + strmap_size(e->refused) + strmap_size(e->logs_read) +
+               strmap_size(e->logs_empty);
     pthread_mutex_unlock(&e->lock);
     return n;
 }

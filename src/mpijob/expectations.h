@@ -69,6 +69,12 @@ void expect_accepted(struct expectations *e, const char *job_key, const char *ki
 bool expect_refusal(struct expectations *e, const char *job_key, struct refusal *out);
 /* The log of launcher pod pod_uid of the job was read (whatever it held). */
 void expect_log_read(struct expectations *e, const char *job_key, const char *pod_uid);
+/* The log of launcher pod pod_uid of the job was read and was empty: the number of empty reads
+ * of that pod so far, this one included (1 the first time; 0 without memory). */
+int expect_log_empty(struct expectations *e, const char *job_key, const char *pod_uid);
+/* The number of empty reads of launcher pod pod_uid's log recorded for the job (0: none), and in
+ * *since_ms how long ago the last one was (on the expectations' clock). */
+int expect_log_empty_reads(struct expectations *e, const char *job_key, const char *pod_uid, uint64_t *since_ms);
 /* Copies the uid of the launcher pod whose log was read last into out; false when none. */
 bool expect_log_read_uid(struct expectations *e, const char *job_key, char *out, size_t len);
 /* The job is gone: forget everything about it. */

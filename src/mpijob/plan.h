@@ -50,6 +50,7 @@ struct summary_read {
     enum summary_found found;
     struct launcher_summary summary; /* SUMMARY_FOUND */
     char message[512];    /* unreadable: the server's message; SUMMARY_BROKEN: what is wrong */
+    unsigned retry_after_ms; /* the log was empty: read it again after this (the planner says nothing) */
 };
 
 struct plan_input {
@@ -114,7 +115,7 @@ struct plan {
  * (Succeeded or Failed), the one that ended last, unless status.launcherSummary came from it or
  * this controller read it already (read_uid, the last pod it read for the job; may be NULL), or
  * it ended more than LAUNCHER_LOG_MAX_AGE_S before in->now. NULL when there is none. The summary is read once per pod: what the log holds does not change
- * once its container has ended. */
+ * once its container has ended (an empty log excepted: reconcile.c reads it again, summary.h). */
 const struct kube_object *plan_summary_source(const struct plan_input *in, const char *read_uid);
 
 /* 0, or KUBE_ENOMEM (out is then freed). */

@@ -476,6 +476,15 @@ static void read_summary(struct reconcile_ctx *ctx, const char *key, const struc
     const struct kube_object *o = plan_summary_source(in, have_uid ? read_uid : NULL);
     if (!o)
         return;
+    /* An empty log read before: read again only once its time has come (a reconcile for any other
+     * reason comes sooner); until then nothing is read and nothing planned for it. */
+    uint64_t since = 0;
+    int empties = expect_log_empty_reads(ctx->expect, key, o->uid, &since);
+    uint64_t due = (uint64_t)LAUNCHER_LOG_EMPTY_RETRY_MS * (uint64_t)empties;
+    if (empties > 0 && since < due) {
+        out->retry_after_ms = (unsigned)(due - since);
+        return;
+    }
     cJSON *pod = kube_object_parse(o);
     const cJSON *first = cJSON_GetArrayItem(json_path(pod, "spec.containers"), 0);
     const char *container = json_string(first, "name"); /* the launcher's mpirun runs in the first */
@@ -498,15 +507,19 @@ static void read_summary(struct reconcile_ctx *ctx, const char *key, const struc
     }
     kube_set_thread_deadline(before);
     out->unreadable = rc < 0;
+    int empty = rc == 0 && len == 0 ? expect_log_empty(ctx->expect, key, o->uid) : 0;
+    if (empty > 0 && empty < LAUNCHER_LOG_EMPTY_READS)
+        out->retry_after_ms = LAUNCHER_LOG_EMPTY_RETRY_MS * (unsigned)empty;
     log_info("read the launcher's log",
-              "job=%s pod=%s bytes=%zu result=%s transport=%s message=\"%s\"", key, o->name, len,
+              "job=%s pod=%s bytes=%zu result=%s transport=%s message=\"%s\" read_again_ms=%u", key, o->name, len,
               rc < 0 ? "unreadable" : out->found == SUMMARY_FOUND ? "summary" : out->found == SUMMARY_BROKEN
                                                                                     ? "broken summary"
                                                                                     : "no summary",
-              out->found == SUMMARY_FOUND ? out->summary.transport : "", log_quote(out->message));
+              out->found == SUMMARY_FOUND ? out->summary.transport : "", log_quote(out->message), out->retry_after_ms);
     /* A summary is remembered by the status that shows it (and read again should that write be
-     * lost); anything else, here: the log is read once. */
-    if (rc < 0 || out->found != SUMMARY_FOUND)
+     * lost); an empty log is read again (LAUNCHER_LOG_EMPTY_READS); anything else is remembered
+     * here: the log is read once. */
+    if ((rc < 0 || out->found != SUMMARY_FOUND) && !out->retry_after_ms)
         expect_log_read(ctx->expect, key, o->uid);
     free(text);
     cJSON_Delete(pod);
@@ -529,6 +542,8 @@ static int reconcile_valid(struct reconcile_ctx *ctx, const char *key, struct mp
     if (rc == 0) {
         rc = execute_plan(ctx, key, job->namespace, job->name, tree, &plan);
         result->requeue_after_ms = plan.requeue_after_ms;
+        if (summary.retry_after_ms && (!result->requeue_after_ms || summary.retry_after_ms < result->requeue_after_ms))
+            result->requeue_after_ms = summary.retry_after_ms;
     }
     plan_free(&plan);
     snapshot_free(&s);

@@ -23,6 +23,13 @@
  * read of this many lines, for a summary that is the log's last line or nearly. */
 #define LAUNCHER_LOG_RETRY_TAIL_LINES 5
 
+/* An empty log of a launcher that has ended is read again, LAUNCHER_LOG_EMPTY_RETRY_MS times the
+ * number of empty reads later, until it has been read LAUNCHER_LOG_EMPTY_READS times: the pod's
+ * status can reach the operator before its node serves the last of the container's output (mpirun
+ * always prints something; a launcher that prints nothing costs two more reads). */
+#define LAUNCHER_LOG_EMPTY_READS 3
+#define LAUNCHER_LOG_EMPTY_RETRY_MS 2000
+
 /* A launcher pod that ended longer ago than this when the operator first sees it is not read. */
 #define LAUNCHER_LOG_MAX_AGE_S 3600
 

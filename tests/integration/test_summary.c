@@ -13,9 +13,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kube/client.h"
 #include "mpijob/builders.h"
+#include "mpijob/summary.h"
 #include "support/apiserver.h"
 #include "support/controller_env.h"
 #include "support/deadline.h"
@@ -68,7 +70,11 @@ static const struct job_case jobs[] = {
     {"broken", NULL, NODE},
     {"big", NULL, NODE},
     {"gone", NULL, "gone-node"},
+    {"late", "\"networking\":{\"transport\":\"TCP\"},", NODE}, /* its node answers the first read empty */
+    {"silent", NULL, NODE},                                       /* a launcher that printed nothing */
 };
+#define LATE 6
+#define SILENT 7
 #define N_JOBS (sizeof(jobs) / sizeof(jobs[0]))
 
 /* The log of each job's launcher. */
@@ -90,6 +96,8 @@ static char *log_of(const char *job, size_t *len)
         for (size_t i = 0; i < body; i++)
             text[i] = i % 100 == 99 ? '\n' : (char)('a' + i % 26);
         memcpy(text + body, SUMMARY_LINE("mpi"), tail + 1);
+    } else if (strcmp(job, "silent") == 0) {
+        text = strdup("");
     } else {
         text = strdup(START_LINE SUMMARY_LINE("Socket"));
     }
@@ -203,6 +211,8 @@ Test(launcher_summary, a_launchers_summary_none_a_broken_line_a_10_mb_log_and_an
         char *text = log_of(jobs[i].name, &len);
         cr_assert_eq(test_kubelet_write_log(&kubelet, "default", pods[i], "launcher", text, len), 0);
         free(text);
+        if (i == LATE)
+            cr_assert_eq(test_kubelet_hold_log(&kubelet, "default", pods[i], "launcher", 1), 0);
         set_pod_succeeded(pods[i]);
         if (!jobs_run)
             test_finish_job(env.admin, "default", lname, "Complete", "");
@@ -250,6 +260,30 @@ Test(launcher_summary, a_launchers_summary_none_a_broken_line_a_10_mb_log_and_an
     cJSON_Delete(mis);
     cr_assert(wait_events("mis", "TransportMismatch", 1));
 
+    /* A log its node answered empty at first (the runtime had not yet written the launcher's
+     * output): read again, and its summary found. */
+    cr_assert(test_kube_wait_string(env.admin, &MPIJOB_RESOURCE_V2BETA1, "default", "late",
+                                    "status.launcherSummary.transport", "Socket", WAIT_MS));
+    cr_assert(wait_events("late", "TrainingSummary", 1));
+
+    /* A launcher that printed nothing: read LAUNCHER_LOG_EMPTY_READS times, then left; nothing said. */
+    if (env.srv.is_double) {
+        char queries[1024];
+        struct test_deadline d = test_deadline_in(WAIT_MS);
+        while (log_reads(pods[SILENT], queries, sizeof(queries)) < LAUNCHER_LOG_EMPTY_READS && test_deadline_poll(&d))
+            ;
+        cr_assert_eq(log_reads(pods[SILENT], queries, sizeof(queries)), LAUNCHER_LOG_EMPTY_READS,
+                     "the empty log of %s read:\n%s", pods[SILENT], queries);
+        /* the time of one more read again: none comes (a wait that can only miss a bug, never
+         * fail a good run) */
+        sleep((LAUNCHER_LOG_EMPTY_RETRY_MS * LAUNCHER_LOG_EMPTY_READS + 1000) / 1000);
+        int n = log_reads(pods[SILENT], queries, sizeof(queries));
+        cr_expect_eq(n, LAUNCHER_LOG_EMPTY_READS, "the empty log of %s read %d times:\n%s", pods[SILENT], n, queries);
+    }
+    cr_expect_eq(events_of("silent", "LauncherSummaryUnreadable") + events_of("silent", "LauncherLogUnreadable") +
+                     events_of("silent", "TrainingSummary"),
+                 0, "an empty log says nothing");
+
     /* A 10 MB log: the summary at its end is found, and only the end was sent. */
     cr_assert(test_kube_wait_string(env.admin, &MPIJOB_RESOURCE_V2BETA1, "default", "big",
                                     "status.launcherSummary.transport", "mpi", WAIT_MS));
@@ -284,11 +318,15 @@ Test(launcher_summary, a_launchers_summary_none_a_broken_line_a_10_mb_log_and_an
                      events_of("none", "TrainingSummary"),
                  0, "a log without a summary says nothing");
 
-    /* Each log was read once, bounded; the 10 MB one too. */
+    /* Each log was read once, bounded; the 10 MB one too (the empty ones: more, as above). */
     if (env.srv.is_double) {
         for (size_t i = 0; i < N_JOBS; i++) {
             char queries[1024];
             int n = log_reads(pods[i], queries, sizeof(queries));
+            if (i == SILENT)
+                n = n > 0;
+            else if (i == LATE)
+                n = n == 2 ? 1 : -n; /* the empty answer, then the one with the summary */
             cr_expect_eq(n, 1, "the log of %s read %d times:\n%s", pods[i], n, queries);
             cr_expect(strstr(queries, "container=launcher&tailLines=200&limitBytes=65536 ") == queries,
                       "read of %s: %s", pods[i], queries);

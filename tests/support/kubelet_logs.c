@@ -198,6 +198,23 @@ int test_kubelet_write_log(struct test_kubelet *k, const char *ns, const char *p
     return 0;
 }
 
+int test_kubelet_hold_log(struct test_kubelet *k, const char *ns, const char *pod, const char *container, int reads)
+{
+    char path[620], tmp[640], text[32];
+    snprintf(path, sizeof(path), "%s/%s_%s_%s.log.empty-reads", k->dir, ns, pod, container);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    int len = snprintf(text, sizeof(text), "%d\n", reads);
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return -1;
+    size_t n = fwrite(text, 1, (size_t)len, f);
+    if (fclose(f) != 0 || n != (size_t)len || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
 void test_kubelet_stop(struct test_kubelet *k, struct test_apiserver *s)
 {
     stop_child(k);

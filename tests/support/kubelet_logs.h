@@ -35,6 +35,9 @@ int test_kubelet_gone_node(struct test_apiserver *s, const char *node);
 /* Writes (replaces) the log of ns/pod/container. 0 or -1. */
 int test_kubelet_write_log(struct test_kubelet *k, const char *ns, const char *pod, const char *container,
                            const char *text, size_t len);
+/* The next `reads` reads of the log of ns/pod/container answer an empty log (whatever the log
+ * holds), as from a node whose runtime has not yet written the container's output. 0 or -1. */
+int test_kubelet_hold_log(struct test_kubelet *k, const char *ns, const char *pod, const char *container, int reads);
 /* Stops the server, deletes the Node and removes the folder. Safe after a failed start. */
 void test_kubelet_stop(struct test_kubelet *k, struct test_apiserver *s);
 

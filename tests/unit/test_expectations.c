@@ -106,3 +106,33 @@ Test(expectations, the_launcher_log_read_is_kept_per_job_until_the_job_goes)
     cr_assert_eq(expectations_size(e), 0);
     expectations_free(e);
 }
+
+Test(expectations, empty_launcher_log_reads_are_counted_per_pod_until_the_log_is_read)
+{
+    struct expectations *e = expectations_new();
+    struct manual_clock clk;
+    manual_clock_init(&clk);
+    expectations_set_clock(e, &clk.source);
+    uint64_t since = 99;
+    cr_assert_eq(expect_log_empty_reads(e, "ns/j", "uid-launcher-1", &since), 0);
+    cr_assert_eq(since, 0);
+    cr_assert_eq(expect_log_empty(e, "ns/j", "uid-launcher-1"), 1);
+    manual_clock_advance(&clk, 1500);
+    cr_assert_eq(expect_log_empty_reads(e, "ns/j", "uid-launcher-1", &since), 1);
+    cr_assert_eq(since, 1500, "the time since the last empty read, on the injected clock");
+    cr_assert_eq(expect_log_empty(e, "ns/j", "uid-launcher-1"), 2);
+    cr_assert_eq(expect_log_empty_reads(e, "ns/j", "uid-launcher-1", &since), 2);
+    cr_assert_eq(since, 0);
+    cr_assert_eq(expect_log_empty_reads(e, "ns/j", "uid-other", &since), 0, "another pod has no count");
+    cr_assert_eq(expect_log_empty(e, "ns/j", "uid-launcher-2"), 1, "another launcher pod counts from 1");
+    cr_assert_eq(expect_log_empty(e, "ns/k", "uid-launcher-3"), 1, "another job has its own count");
+    cr_assert_eq(expectations_size(e), 2);
+    expect_log_read(e, "ns/j", "uid-launcher-2"); /* read for good: its count goes */
+    cr_assert_eq(expectations_size(e), 2, "the read pod, and ns/k's count");
+    cr_assert_eq(expect_log_empty(e, "ns/j", "uid-launcher-2"), 1);
+    expect_forget_job(e, "ns/j");
+    expect_forget_job(e, "ns/k");
+    cr_assert_eq(expectations_size(e), 0, "a deleted job's counts go with it");
+    cr_assert_eq(expect_log_empty(NULL, "ns/j", "u"), 0);
+    expectations_free(e);
+}
