@@ -213,11 +213,18 @@ class ClusterTestCase(unittest.TestCase):
         if "HTTP 422" in log:
             raise AssertionError("the API server refused a write of cluster.py as invalid:\n%s" % log)
 
-    def wait(self, what, fn, timeout=None):
-        """fn's first truthy answer; past the deadline, a failure with the last answer and the
-        end of cluster.py's log."""
-        return wait_for(what, fn, timeout or self.WAIT, interval=0.05,
-                        describe=lambda: "--- cluster log (end) ---\n" + self.h.log(LOG_TAIL))
+    def wait(self, what, fn, timeout=None, state=None):
+        """fn's first truthy answer; past the deadline, a failure with the last answer, state()'s
+        text when given (what the object looked like) and the end of cluster.py's log."""
+        def describe():
+            text = ""
+            if state is not None:
+                try:
+                    text = "--- last state ---\n%s\n" % state()
+                except Exception as e:  # the state must not hide the timeout
+                    text = "(reading the last state failed: %r)\n" % e
+            return text + "--- cluster log (end) ---\n" + self.h.log(LOG_TAIL)
+        return wait_for(what, fn, timeout or self.WAIT, interval=0.05, describe=describe)
 
 
 # ---- a Kubelet in the test's process -----------------------------------------------------------

@@ -25,6 +25,7 @@ once stop_event is set.
 """
 
 import base64
+import collections
 import http.client
 import json
 import logging
@@ -49,6 +50,7 @@ REQUEST_TIMEOUT = 30.0
 # A watch with no byte (event or bookmark) for this long is treated as dead and resumed.
 WATCH_IDLE_TIMEOUT = 90.0
 LIST_PAGE = 500
+TOMBSTONES = 65536         # deleted uids an Informer remembers (Informer._apply)
 
 
 class KubeError(Exception):
@@ -417,6 +419,9 @@ class Informer:
     on a daemon thread. The cache maps (namespace, name) to the object; objects are shared, treat
     them as read-only. note(obj) / forget(obj) let a controller record its own writes at once, so
     its next pass does not act twice on a stale cache; events older than what is cached are dropped.
+    A deletion is final: the uids of the last TOMBSTONES objects seen deleted are remembered, and
+    nothing of theirs enters the cache again (a write answered before the deletion can be noted
+    after the watch has delivered it; without this, the object would be cached for ever).
     """
 
     def __init__(self, kube, path, on_change=None):
@@ -425,25 +430,32 @@ class Informer:
         self.on_change = on_change
         self.lock = threading.Lock()
         self.cache = {}
+        self.deleted = collections.OrderedDict()     # uids seen deleted, oldest first
         self.synced = threading.Event()
         self.thread = None
 
     def _apply(self, etype, obj):
         key = object_key(obj)
+        uid = (obj.get("metadata") or {}).get("uid")
         with self.lock:
             cur = self.cache.get(key)
-            same = cur is not None and (cur.get("metadata") or {}).get("uid") == (obj.get("metadata") or {}).get("uid")
-            if same and _rv_int(obj) and _rv_int(obj) < _rv_int(cur):
-                return False
+            cur_uid = (cur.get("metadata") or {}).get("uid") if cur is not None else None
             if etype == "DELETED":
-                if cur is not None and (same or not cur.get("metadata", {}).get("uid")):
-                    del self.cache[key]
-                elif cur is None:
+                if uid:
+                    self.deleted[uid] = True
+                    if len(self.deleted) > TOMBSTONES:
+                        self.deleted.popitem(last=False)
+                if cur is None:
                     return True
-                else:
-                    return False
-            else:
-                self.cache[key] = obj
+                if cur_uid == uid or not cur_uid:
+                    del self.cache[key]
+                    return True
+                return False            # a newer object of that name
+            if uid and uid in self.deleted:
+                return False
+            if cur_uid == uid and _rv_int(obj) and _rv_int(obj) < _rv_int(cur):
+                return False
+            self.cache[key] = obj
         return True
 
     def _event(self, etype, obj):

@@ -4,6 +4,7 @@
 """
 
 import contextlib
+import json
 import os
 import sys
 import threading
@@ -14,7 +15,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from clustertest import STOP, ClusterTestCase, scaled  # noqa: E402
-from kube import Kube, KubeError  # noqa: E402
+import kube as kube_mod  # noqa: E402
+from kube import Informer, Kube, KubeError  # noqa: E402
 from test_jobcontroller import JOBS, PODS, JobTestCase, job_manifest  # noqa: E402
 
 CMS = "/api/v1/namespaces/default/configmaps"
@@ -40,7 +42,15 @@ def mpijob(name):
 
 class GarbageCollectorTest(JobTestCase):
     def gone(self, path):
-        return self.wait("%s deleted" % path, lambda: self.k.get(path) is None)
+        """Waits until path answers 404; on failure shows the object's metadata and phase (its
+        finalizers, deletionTimestamp and grace period say who still holds it)."""
+        def state():
+            obj = self.k.get(path)
+            if obj is None:
+                return "gone"
+            return json.dumps({"metadata": obj.get("metadata"), "nodeName": (obj.get("spec") or {}).get("nodeName"),
+                               "phase": (obj.get("status") or {}).get("phase")}, indent=1, sort_keys=True)
+        return self.wait("%s deleted" % path, lambda: self.k.get(path) is None, state=state)
 
     def test_deleting_job_deletes_its_pods(self):
         self.k.create(JOBS, job_manifest("doomed", parallelism=2, completions=2))
@@ -209,6 +219,56 @@ class WatchTest(ClusterTestCase):
             f.write("apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\n")
         with self.assertRaises(ValueError):
             Kube.from_kubeconfig(bad)
+
+
+class InformerCacheTest(unittest.TestCase):
+    """kube.Informer's cache against the order in which a controller's own writes and the watch's
+    events can reach it (no server: events and notes are fed by hand)."""
+
+    @staticmethod
+    def job(uid, rv, name="j"):
+        return {"metadata": {"namespace": "default", "name": name, "uid": uid, "resourceVersion": str(rv)}}
+
+    def test_a_write_noted_after_the_deletion_is_not_cached(self):
+        # The Job controller's status write is answered (rv 5), the Job is deleted (rv 6) and the
+        # watch delivers that before the controller notes its answer: the Job must stay gone.
+        inf = Informer(None, "/apis/batch/v1/jobs")
+        inf._event("ADDED", self.job("u1", 4))
+        inf._event("DELETED", self.job("u1", 6))
+        inf.note(self.job("u1", 5))
+        self.assertIsNone(inf.get("default", "j"))
+        inf._event("MODIFIED", self.job("u1", 5))
+        self.assertIsNone(inf.get("default", "j"), "a late event of a deleted object")
+        inf._event("ADDED", self.job("u2", 7))
+        self.assertEqual(inf.get("default", "j")["metadata"]["uid"], "u2", "a new object of that name")
+
+    def test_a_deletion_removes_a_newer_noted_version(self):
+        # A relist that no longer finds the object reports it deleted as last watched (rv 8),
+        # older than the controller's own write before the deletion (rv 9).
+        inf = Informer(None, "/apis/batch/v1/jobs")
+        inf.note(self.job("u1", 9))
+        inf._event("DELETED", self.job("u1", 8))
+        self.assertIsNone(inf.get("default", "j"))
+
+    def test_a_deletion_of_an_older_object_keeps_the_newer_one(self):
+        inf = Informer(None, "/apis/batch/v1/jobs")
+        inf.note(self.job("u2", 9))
+        inf._event("DELETED", self.job("u1", 8))
+        self.assertEqual(inf.get("default", "j")["metadata"]["uid"], "u2")
+
+    def test_older_events_are_dropped_and_tombstones_are_bounded(self):
+        inf = Informer(None, "/apis/batch/v1/jobs")
+        inf.note(self.job("u1", 9))
+        inf._event("MODIFIED", self.job("u1", 8))
+        self.assertEqual(inf.get("default", "j")["metadata"]["resourceVersion"], "9")
+        old = kube_mod.TOMBSTONES
+        kube_mod.TOMBSTONES = 2
+        try:
+            for i in range(3):
+                inf._event("DELETED", self.job("d%d" % i, 10 + i, name="d%d" % i))
+        finally:
+            kube_mod.TOMBSTONES = old
+        self.assertEqual(list(inf.deleted), ["d1", "d2"])
 
 
 if __name__ == "__main__":
