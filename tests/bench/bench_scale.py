@@ -17,7 +17,11 @@ requests in total and per job; the writes it made in the quiet minute (Lease ren
 Beside them what the machine holds: etcd's database file against its quota (2 GiB, etcd's
 default) and kube-apiserver's resident memory; and while the operator synced, the CPU seconds of
 kube-apiserver, etcd and kube-controller-manager and how busy the machine's cores were (/proc/stat),
-which tell whether the operator or the machine set the pace.
+which tell whether the operator or the machine set the pace. Then the baseline, on a control
+plane of its own: the plain client (tests/bench/plain_client.c --existing) syncs the same N
+suspended MPIJobs, making the operator's writes for each (its four objects, the status, the two
+Events) after one list, with no informer and no planner, to the same end; how its time per job
+grows from one N to the next is what the machine adds (BENCH_SCALE_PLAIN_SYNC=0 skips it).
 
 Part "active", for N in BENCH_SCALE_ACTIVE (default "100 300 1000"): N MPIJobs of 8 workers
 created at once (8 client threads), on 4 fake Ready nodes (Node objects whose Leases the
@@ -41,8 +45,9 @@ is cost in proportion to the work. Prints the tables and the targets beside them
 nothing. Without a real control plane in KUBEBUILDER_ASSETS it says why and exits 0.
 
 Environment: BENCH_SCALE_SUSPENDED, BENCH_SCALE_ACTIVE, BENCH_SCALE_PARTS ("suspended active"),
-BENCH_SCALE_ROUNDS (1), BENCH_SCALE_PLAIN_AS (user; or admin), BENCH_QUIET_S, BENCH_SCALE_OUT
-(build/bench), BENCH_SCALE_KEEP=1 keeps each control plane's state directory (logs, audit log).
+BENCH_SCALE_ROUNDS (1), BENCH_SCALE_PLAIN_AS (user; or admin), BENCH_SCALE_PLAIN_SYNC (1),
+BENCH_QUIET_S, BENCH_SCALE_OUT (build/bench), BENCH_SCALE_KEEP=1 keeps each control plane's state
+directory (logs, audit log).
 """
 
 import json
@@ -217,6 +222,67 @@ def suspended_point(n, quiet_s, keep):
                 n, point["sync_s"], point["per_job_ms"], point["rss_synced_mib"], point["rss_quiet_mib"],
                 point["cpu_synced_s"], requests, point["requests_per_job"], point["quiet_writes"],
                 point["etcd_db_mib"], 100 * point["etcd_quota_used"], point["apiserver_rss_mib"]))
+        return point
+    finally:
+        cp.stop(keep)
+
+
+def suspended_plain_point(n, keep):
+    """The baseline of a suspended point: the plain client's sync (plain_client --existing: one
+    list, then for each job the operator's writes, with no informer and no planner) of the same n
+    suspended MPIJobs, on a fresh control plane of its own, to the same end (every job's Service,
+    ConfigMap, Secret and launcher Job seen, and the job Suspended=True); no quiet minute. What
+    grows in its time per job grows in the machine, not in the operator."""
+    as_admin = os.environ.get("BENCH_SCALE_PLAIN_AS", "user") == "admin"
+    cp = ControlPlane("s%d-plain" % n, USERS[OURS] if as_admin else PLAIN_USER)
+    try:
+        bench, book = cp.bench, cp.bench.book
+        ns = bench.namespace("plain-sync")
+        t = time.monotonic()
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda i: bench.api.must("POST", mpijobs_path(ns), mpijob(ns, "s%04d" % i, WORKERS,
+                                                                                    suspend=True)), range(n)))
+        say("  suspended %5d, plain client: MPIJobs created in %.1f s; starting it" % (n, time.monotonic() - t))
+        m0 = cp.machine_cpu()
+        c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        wall0, t0 = time.time(), time.monotonic()
+        proc = subprocess.Popen([os.path.join(ROOT, "build", "bench", "plain_client"), "--existing",
+                                 os.path.join(cp.state, "kubeconfig" if as_admin else PLAIN_USER + ".kubeconfig"),
+                                 ns, str(PLAIN_THREADS)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        complete = set()
+
+        def synced():
+            names = book.suspended.get(ns, ())
+            for x in names:
+                if x not in complete and all(book.first.get(k) for k in expected_objects(ns, x, 0)):
+                    complete.add(x)
+            return len(complete.intersection(names)) >= n
+
+        try:
+            while not book.poll(synced, 30, 0.1):
+                say("    plain client: %d of %d synced after %.0f s" % (len(complete), n, time.monotonic() - t0))
+                if proc.poll() not in (None, 0) or time.monotonic() - t0 > 1800:
+                    raise RuntimeError("plain_client --existing: %d of %d synced (exit %s)" % (
+                        len(complete), n, proc.poll()))
+            sync_s = time.monotonic() - t0
+            m1 = cp.machine_cpu()
+            out, err = proc.communicate(timeout=600)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        if proc.returncode != 0:
+            raise RuntimeError("plain_client --existing: %s%s" % (out, err[-2000:]))
+        c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        reqs = cp.bench.audit.select(PLAIN_USER, wall0 - 1, time.time()) if not as_admin else []
+        point = {"jobs": n, "sync_s": sync_s, "per_job_ms": 1000.0 * sync_s / n,
+                 "cpu_s": c1.ru_utime + c1.ru_stime - c0.ru_utime - c0.ru_stime,
+                 "requests_per_job": len(reqs) / n, "as": "admin" if as_admin else PLAIN_USER,
+                 "machine_cpu_sync_s": {k: m1[k] - m0[k] for k in CONTROL_PLANE + ("benchmark",)},
+                 "machine_busy": (m1["busy"] - m0["busy"]) / max(m1["all"] - m0["all"], 1e-9),
+                 "apiserver_rss_mib": cp.rss_mib("kube-apiserver")}
+        say("  suspended %5d, plain client: synced in %.1f s (%.2f ms a job), CPU %.2f s, %.2f requests a job" % (
+            n, sync_s, point["per_job_ms"], point["cpu_s"], point["requests_per_job"]))
         return point
     finally:
         cp.stop(keep)
@@ -403,11 +469,14 @@ def plot(out_dir, results):
     if results.get("suspended"):
         path = os.path.join(out_dir, "scale-suspended.dat")
         with open(path, "w") as f:
-            f.write("# jobs sync_s rss_synced_mib rss_quiet_mib cpu_s requests_k per_job_ms\n")
+            f.write("# jobs sync_s rss_synced_mib rss_quiet_mib cpu_s requests_k per_job_ms plain_sync_s\n")
+            plain = {p["jobs"]: p for p in results.get("suspended_plain") or []}
             for p in results["suspended"]:
-                f.write("%d %.3f %.2f %.2f %.3f %.3f %.4f\n" % (p["jobs"], p["sync_s"], p["rss_synced_mib"],
-                                                               p["rss_quiet_mib"], p["cpu_synced_s"],
-                                                               p["requests"] / 1000.0, p["per_job_ms"]))
+                q = plain.get(p["jobs"])
+                f.write("%d %.3f %.2f %.2f %.3f %.3f %.4f %s\n" % (p["jobs"], p["sync_s"], p["rss_synced_mib"],
+                                                                  p["rss_quiet_mib"], p["cpu_synced_s"],
+                                                                  p["requests"] / 1000.0, p["per_job_ms"],
+                                                                  "%.3f" % q["sync_s"] if q else "NaN"))
         files["suspended"] = path
     if results.get("active"):
         path = os.path.join(out_dir, "scale-active.dat")
@@ -430,7 +499,8 @@ def plot(out_dir, results):
             "set xlabel 'suspended MPIJobs'\n"
             "plot '{f}' u 1:2 w lp t 'time to sync (s)', '' u 1:3 w lp t 'RSS synced (MiB)', "
             "'' u 1:4 w lp t 'RSS after a quiet minute (MiB)', '' u 1:5 w lp t 'CPU to sync (s)', "
-            "'' u 1:6 w lp t 'requests (thousands)'\n".format(f=files["suspended"]))
+            "'' u 1:6 w lp t 'requests (thousands)', '' u 1:8 w lp dt 2 t 'plain client: time to sync (s)'\n"
+            .format(f=files["suspended"]))
     if "active" in files:
         panels.append(
             "set title 'MPIJobs of 8 workers created at once: operator and plain client'\n"
@@ -475,10 +545,26 @@ def report(results):
                     c["kube-controller-manager"], c.get("benchmark", float("nan")), 100 * p["machine_busy"]))
         big = max(s, key=lambda p: p["jobs"])
         small = min(s, key=lambda p: p["jobs"])
+        sp = {p["jobs"]: p for p in results.get("suspended_plain") or []}
+        if sp:
+            say("  the plain client's sync of the same jobs (plain_client --existing, a control plane of its own), "
+                "time (per job), CPU seconds of it / kube-apiserver / etcd / kube-controller-manager, cores busy:")
+            for p in s:
+                q = sp.get(p["jobs"])
+                if q:
+                    c = q["machine_cpu_sync_s"]
+                    say("    %6s jobs: %.1f s (%.2f ms; the operator's %.2f ms, %.2fx); %.1f / %.1f / %.1f / %.1f s; "
+                        "cores %.0f %% busy; %.2f requests a job" % (
+                            "{:,}".format(p["jobs"]), q["sync_s"], q["per_job_ms"], p["per_job_ms"],
+                            p["per_job_ms"] / q["per_job_ms"], q["cpu_s"], c["kube-apiserver"], c["etcd"],
+                            c["kube-controller-manager"], 100 * q["machine_busy"], q["requests_per_job"]))
+        growth = ""
+        if big["jobs"] in sp and small["jobs"] in sp:
+            growth = " (the plain client's: %.2fx)" % (sp[big["jobs"]]["per_job_ms"] / sp[small["jobs"]]["per_job_ms"])
         say("  targets at %d jobs: RSS at most 150 MiB: %.1f MiB synced, %.1f MiB quiet; time per job at most 1.5x "
-            "that at %d: %.2fx; no quiet-minute writes: %d" % (
+            "that at %d: %.2fx%s; no quiet-minute writes: %d" % (
                 big["jobs"], big["rss_synced_mib"], big["rss_quiet_mib"], small["jobs"],
-                big["per_job_ms"] / small["per_job_ms"], big["quiet_writes"]))
+                big["per_job_ms"] / small["per_job_ms"], growth, big["quiet_writes"]))
     a = results.get("active") or []
     if a:
         say("\nMPIJobs of 8 workers created at once, %d fake Ready nodes, the real kube-scheduler:" % FAKE_NODES)
@@ -516,6 +602,7 @@ def main():
     parts = os.environ.get("BENCH_SCALE_PARTS", "suspended active").split()
     quiet_s = peer.env_int("BENCH_QUIET_S", 60)
     keep = bool(os.environ.get("BENCH_SCALE_KEEP"))
+    plain_sync = os.environ.get("BENCH_SCALE_PLAIN_SYNC", "1") != "0"
     out_dir = os.environ.get("BENCH_SCALE_OUT", os.path.join(ROOT, "build", "bench"))
     os.makedirs(out_dir, exist_ok=True)
     ours = subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty"], capture_output=True,
@@ -525,11 +612,13 @@ def main():
     say("== bench_scale %s: mpijob-operator %s on %s, %d CPUs; suspended %s, active %s, quiet %d s" % (
         time.strftime("%Y-%m-%d %H:%M"), ours, kube, os.cpu_count(), suspended, active, quiet_s))
     results = {"date": time.strftime("%Y-%m-%d %H:%M"), "operator": ours, "kubernetes": kube,
-               "cpus": os.cpu_count(), "suspended": [], "active": []}
+               "cpus": os.cpu_count(), "suspended": [], "suspended_plain": [], "active": []}
     try:
         if "suspended" in parts:
             for n in suspended:
                 results["suspended"].append(suspended_point(n, quiet_s, keep))
+                if plain_sync:
+                    results["suspended_plain"].append(suspended_plain_point(n, keep))
         if "active" in parts:
             for n in active:
                 for r in range(rounds):

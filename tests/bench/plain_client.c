@@ -1,23 +1,37 @@
 /* The plain client of tests/bench/bench_scale.py: what a program that knows an MPIJob's objects
- * does without a controller. For each of N jobs it creates the MPIJob (from the template file,
- * named PREFIX<i>, with spec.runPolicy.managedBy set to a controller of its own, so that the
- * operator leaves it alone), then, with the UID the API server gave it, the same objects the
- * operator makes, built by the same builders: Service, ConfigMap, Secret (a fresh key pair),
- * every worker Pod and the launcher Job. THREADS threads share the jobs, one job at a time each,
- * with the operator's client (no client-side limit).
+ * does without a controller, as the baseline of the operator's figures in the same run.
  *
- * Usage: plain_client KUBECONFIG NAMESPACE TEMPLATE.json PREFIX N THREADS
- * Prints the seconds it took and the requests that failed; exits 1 when any did. */
+ * plain_client KUBECONFIG NAMESPACE TEMPLATE.json PREFIX N THREADS
+ *   For each of N jobs it creates the MPIJob (from the template file, named PREFIX<i>, with
+ *   spec.runPolicy.managedBy set to a controller of its own, so that the operator leaves it
+ *   alone), then, with the UID the API server gave it, the same objects the operator makes, built
+ *   by the same builders: Service, ConfigMap, Secret (a fresh key pair), every worker Pod and the
+ *   launcher Job.
+ *
+ * plain_client --existing KUBECONFIG NAMESPACE THREADS
+ *   The operator's sync of suspended MPIJobs, with no informer and no planner: one list of the
+ *   namespace's MPIJobs, then for each one the writes the operator makes for a suspended job it
+ *   has not seen: Service, ConfigMap, Secret and the suspended launcher Job, built by the same
+ *   builders; the status with the Created and Suspended conditions and the replica counts (one
+ *   PUT of /status); the two Events (MPIJobCreated, MPIJobSuspended) through the operator's
+ *   event recorder.
+ *
+ * THREADS threads share the jobs, one job at a time each, with the operator's client (no
+ * client-side limit). Prints the seconds it took and the requests that failed; exits 1 when any
+ * did. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kube/client.h"
 #include "kube/config.h"
+#include "kube/events.h"
 #include "mpijob/builders.h"
 #include "mpijob/mpijob.h"
+#include "mpijob/status.h"
 #include "mpijob/sshkeys.h"
 #include "util/clock.h"
 #include "util/json.h"
@@ -28,6 +42,8 @@ static const cJSON *template;
 static const char *ns, *prefix;
 static int jobs;
 static atomic_int next_job, failed;
+static cJSON *existing;                 /* --existing: the listed MPIJobs */
+static struct event_recorder *events;
 
 static void create(const struct kube_resource *res, cJSON *obj, cJSON **created)
 {
@@ -79,21 +95,133 @@ static void one_job(int i)
     cJSON_Delete(created);
 }
 
+/* The writes of the operator's first sync of a suspended MPIJob (src/mpijob/plan.c,
+ * plan_lifecycle and the creation of the job's objects). */
+static void sync_job(const cJSON *item)
+{
+    struct mpijob *job = NULL;
+    struct mpijob_problems problems = {0};
+    if (mpijob_parse(item, NULL, &job, &problems) < 0) {
+        atomic_fetch_add(&failed, 1);
+        fprintf(stderr, "plain_client: MPIJob %s is not valid\n", json_string(item, "metadata.name"));
+        mpijob_problems_free(&problems);
+        return;
+    }
+    struct mpijob_options o = {0};
+    struct ssh_keypair keys = {0};
+    ssh_keypair_generate(&keys);
+    create(&KUBE_SERVICES, build_service(job, &o), NULL);
+    create(&KUBE_CONFIGMAPS, build_configmap(job, &o, NULL, 0), NULL);
+    create(&KUBE_SECRETS, build_secret(job, &o, &keys), NULL);
+    cJSON *launcher = NULL;
+    build_launcher_job(job, &o, NULL, &launcher);
+    create(&KUBE_JOBS, launcher, NULL);
+
+    char now[21], created_msg[600];
+    clock_rfc3339(time(NULL), now);
+    snprintf(created_msg, sizeof(created_msg), "MPIJob %s/%s is created.", job->namespace, job->name);
+    cJSON *obj = cJSON_Duplicate(item, true);
+    cJSON_DeleteItemFromObjectCaseSensitive(obj, "status");
+    cJSON *status = cJSON_AddObjectToObject(obj, "status");
+    struct replica_counts none = {0};
+    mpijob_status_set_condition(status, MPIJOB_COND_CREATED, true, "MPIJobCreated", created_msg, now);
+    mpijob_status_set_condition(status, MPIJOB_COND_SUSPENDED, true, "MPIJobSuspended", "MPIJob suspended", now);
+    mpijob_status_set_replicas(status, "Launcher", &none);
+    mpijob_status_set_replicas(status, "Worker", &none);
+    if (kube_replace_status(client, &MPIJOB_RESOURCE_V2BETA1, job->namespace, job->name, obj, NULL, NULL) < 0) {
+        atomic_fetch_add(&failed, 1);
+        fprintf(stderr, "plain_client: the status of MPIJob %s failed\n", job->name);
+    }
+    cJSON_Delete(obj);
+    struct event_target target = {.api_version = "kubeflow.org/v2beta1", .kind = "MPIJob",
+                                   .namespace = job->namespace, .name = job->name, .uid = job->uid};
+    event_record(events, &target, "Normal", "MPIJobCreated", "%s", created_msg);
+    event_record(events, &target, "Normal", "MPIJobSuspended", "MPIJob suspended");
+    ssh_keypair_free(&keys);
+    mpijob_free(job);
+    mpijob_problems_free(&problems);
+}
+
 static void *run(void *arg)
 {
     (void)arg;
-    for (int i; (i = atomic_fetch_add(&next_job, 1)) < jobs;)
-        one_job(i);
+    for (int i; (i = atomic_fetch_add(&next_job, 1)) < jobs;) {
+        if (existing)
+            sync_job(cJSON_GetArrayItem(existing, i));
+        else
+            one_job(i);
+    }
     return NULL;
+}
+
+static int usage(void)
+{
+    fprintf(stderr, "usage: plain_client KUBECONFIG NAMESPACE TEMPLATE.json PREFIX N THREADS\n"
+                    "       plain_client --existing KUBECONFIG NAMESPACE THREADS\n");
+    return 2;
+}
+
+static int connect_client(const char *kubeconfig)
+{
+    struct kube_config *cfg = NULL;
+    char err[256];
+    if (kube_config_load_kubeconfig(kubeconfig, NULL, &cfg, err, sizeof(err)) < 0) {
+        fprintf(stderr, "plain_client: %s\n", err);
+        return -1;
+    }
+    struct kube_client_options opts = {0};
+    return kube_client_new(cfg, &opts, &client) < 0 ? -1 : 0;
+}
+
+static void run_threads(int threads)
+{
+    pthread_t tid[64];
+    for (int i = 0; i < threads; i++)
+        pthread_create(&tid[i], NULL, run, NULL);
+    for (int i = 0; i < threads; i++)
+        pthread_join(tid[i], NULL);
+}
+
+/* --existing KUBECONFIG NAMESPACE THREADS */
+static int sync_existing(int argc, char **argv)
+{
+    if (argc != 5)
+        return usage();
+    ns = argv[3];
+    int threads = atoi(argv[4]);
+    if (threads < 1 || threads > 64) {
+        fprintf(stderr, "plain_client: THREADS must be 1 to 64\n");
+        return 2;
+    }
+    if (connect_client(argv[2]) < 0)
+        return 2;
+    uint64_t t0 = clock_now_ms();
+    struct kube_list_opts lo = {.limit = 500};
+    char *rv = NULL;
+    if (kube_list_all(client, &MPIJOB_RESOURCE_V2BETA1, ns, &lo, &existing, &rv, NULL) < 0 ||
+        event_recorder_new(client, "mpijob-operator", NULL, &events) < 0) {
+        fprintf(stderr, "plain_client: listing the MPIJobs of %s failed\n", ns);
+        kube_client_free(client);
+        return 1;
+    }
+    free(rv);
+    jobs = cJSON_GetArraySize(existing);
+    run_threads(threads);
+    event_recorder_free(events);
+    printf("{\"seconds\":%.3f,\"jobs\":%d,\"failed\":%d}\n", (double)(clock_now_ms() - t0) / 1000.0, jobs,
+           atomic_load(&failed));
+    cJSON_Delete(existing);
+    kube_client_free(client);
+    return atomic_load(&failed) ? 1 : 0;
 }
 
 int main(int argc, char **argv)
 {
-    if (argc != 7) {
-        fprintf(stderr, "usage: plain_client KUBECONFIG NAMESPACE TEMPLATE.json PREFIX N THREADS\n");
-        return 2;
-    }
     log_set_level(LOG_WARN);
+    if (argc > 1 && strcmp(argv[1], "--existing") == 0)
+        return sync_existing(argc, argv);
+    if (argc != 7)
+        return usage();
     ns = argv[2];
     prefix = argv[4];
     jobs = atoi(argv[5]);
@@ -114,21 +242,12 @@ int main(int argc, char **argv)
         return 2;
     }
     template = t;
-    struct kube_config *cfg = NULL;
-    char err[256];
-    if (kube_config_load_kubeconfig(argv[1], NULL, &cfg, err, sizeof(err)) < 0) {
-        fprintf(stderr, "plain_client: %s\n", err);
+    if (connect_client(argv[1]) < 0) {
+        cJSON_Delete(t);
         return 2;
     }
-    struct kube_client_options opts = {0};
-    if (kube_client_new(cfg, &opts, &client) < 0)
-        return 2;
     uint64_t t0 = clock_now_ms();
-    pthread_t tid[64];
-    for (int i = 0; i < threads; i++)
-        pthread_create(&tid[i], NULL, run, NULL);
-    for (int i = 0; i < threads; i++)
-        pthread_join(tid[i], NULL);
+    run_threads(threads);
     printf("{\"seconds\":%.3f,\"failed\":%d}\n", (double)(clock_now_ms() - t0) / 1000.0, atomic_load(&failed));
     kube_client_free(client);
     cJSON_Delete(t);
