@@ -43,6 +43,7 @@ static const char *ns, *prefix;
 static int jobs;
 static atomic_int next_job, failed;
 static cJSON *existing;                 /* --existing: the listed MPIJobs */
+static const cJSON **existing_items;    /* and each one, by index (a cJSON array is a list) */
 static struct event_recorder *events;
 
 static void create(const struct kube_resource *res, cJSON *obj, cJSON **created)
@@ -147,7 +148,7 @@ static void *run(void *arg)
     (void)arg;
     for (int i; (i = atomic_fetch_add(&next_job, 1)) < jobs;) {
         if (existing)
-            sync_job(cJSON_GetArrayItem(existing, i));
+            sync_job(existing_items[i]);
         else
             one_job(i);
     }
@@ -206,10 +207,20 @@ static int sync_existing(int argc, char **argv)
     }
     free(rv);
     jobs = cJSON_GetArraySize(existing);
+    existing_items = calloc(jobs ? jobs : 1, sizeof(*existing_items));
+    if (!existing_items) {
+        fprintf(stderr, "plain_client: out of memory\n");
+        return 1;
+    }
+    int n = 0;
+    const cJSON *item;
+    cJSON_ArrayForEach(item, existing)
+        existing_items[n++] = item;
     run_threads(threads);
     event_recorder_free(events);
     printf("{\"seconds\":%.3f,\"jobs\":%d,\"failed\":%d}\n", (double)(clock_now_ms() - t0) / 1000.0, jobs,
            atomic_load(&failed));
+    free(existing_items);
     cJSON_Delete(existing);
     kube_client_free(client);
     return atomic_load(&failed) ? 1 : 0;
