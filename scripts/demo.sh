@@ -223,6 +223,12 @@ if [ -n "$launcher_log" ] && grep -q '"event":"summary"' "$launcher_log"; then
         [ -n "$used" ] && break
         sleep 1
     done
+    if [ -z "$used" ]; then
+        # Should the column stay empty, say what the operator's replicas made of the launcher's log.
+        echo "(status.launcherSummary is still empty; what the operator logged of $name:)"
+        kubectl logs -n mpijob-system -l app.kubernetes.io/name=mpijob-operator --prefix --tail=-1 2>&1 |
+            grep -e "launcher's log" -e "$name" | tail -20
+    fi
     row=$(job_row)
     # shellcheck disable=SC2086,SC2059
     [ -n "$row" ] && [ "$row" != "$last" ] && printf "$row_format" $row
