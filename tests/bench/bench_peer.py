@@ -411,6 +411,22 @@ def expected_objects(ns, name, workers):
     return objs + [("pods", ns, "%s-worker-%d" % (name, i)) for i in range(workers)]
 
 
+class SyncProgress:
+    """How many suspended MPIJobs of namespace ns the book shows synced: Suspended=True, and their
+    Service, ConfigMap, Secret and launcher Job seen (a job once complete stays counted)."""
+
+    def __init__(self, book, ns):
+        self.book, self.ns = book, ns
+        self.complete = set()
+
+    def count(self):
+        names = self.book.suspended.get(self.ns, ())
+        for x in names:
+            if x not in self.complete and all(self.book.first.get(k) for k in expected_objects(self.ns, x, 0)):
+                self.complete.add(x)
+        return len(self.complete.intersection(names))
+
+
 class Bench:
     def __init__(self, state, ref_bin, chosen=(OURS, REF)):
         self.state = state
@@ -620,14 +636,10 @@ class Bench:
             op.start()
             try:
                 last = [0, time.monotonic()]
-                complete = set()    # jobs whose objects have all shown (they stay shown)
+                progress = SyncProgress(book, ns)
 
                 def synced():
-                    names = book.suspended.get(ns, ())
-                    for x in names:
-                        if x not in complete and all(book.first.get(k) for k in expected_objects(ns, x, 0)):
-                            complete.add(x)
-                    n = len(complete.intersection(names))
+                    n = progress.count()
                     if n != last[0]:
                         last[0], last[1] = n, time.monotonic()
                     return n >= jobs

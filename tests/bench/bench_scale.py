@@ -249,21 +249,13 @@ def suspended_plain_point(n, keep):
         proc = subprocess.Popen([os.path.join(ROOT, "build", "bench", "plain_client"), "--existing",
                                  os.path.join(cp.state, "kubeconfig" if as_admin else PLAIN_USER + ".kubeconfig"),
                                  ns, str(PLAIN_THREADS)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        complete = set()
-
-        def synced():
-            names = book.suspended.get(ns, ())
-            for x in names:
-                if x not in complete and all(book.first.get(k) for k in expected_objects(ns, x, 0)):
-                    complete.add(x)
-            return len(complete.intersection(names)) >= n
-
+        progress = peer.SyncProgress(book, ns)
         try:
-            while not book.poll(synced, 30, 0.1):
-                say("    plain client: %d of %d synced after %.0f s" % (len(complete), n, time.monotonic() - t0))
+            while not book.poll(lambda: progress.count() >= n, 30, 0.1):
+                say("    plain client: %d of %d synced after %.0f s" % (progress.count(), n, time.monotonic() - t0))
                 if proc.poll() not in (None, 0) or time.monotonic() - t0 > 1800:
                     raise RuntimeError("plain_client --existing: %d of %d synced (exit %s)" % (
-                        len(complete), n, proc.poll()))
+                        progress.count(), n, proc.poll()))
             sync_s = time.monotonic() - t0
             m1 = cp.machine_cpu()
             out, err = proc.communicate(timeout=600)

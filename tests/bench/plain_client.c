@@ -56,6 +56,27 @@ static void create(const struct kube_resource *res, cJSON *obj, cJSON **created)
     cJSON_Delete(obj);
 }
 
+/* The objects the operator makes for a job, built by its builders: Service, ConfigMap, Secret (a
+ * fresh key pair), the worker Pods unless the job is suspended, and the launcher Job. */
+static void create_objects(const struct mpijob *job)
+{
+    struct mpijob_options o = {0};
+    struct ssh_keypair keys = {0};
+    ssh_keypair_generate(&keys);
+    create(&KUBE_SERVICES, build_service(job, &o), NULL);
+    create(&KUBE_CONFIGMAPS, build_configmap(job, &o, NULL, 0), NULL);
+    create(&KUBE_SECRETS, build_secret(job, &o, &keys), NULL);
+    for (int w = 0; !job->run_policy.suspend && w < job->worker.replicas; w++) {
+        cJSON *pod = NULL;
+        build_worker_pod(job, &o, w, NULL, &pod);
+        create(&KUBE_PODS, pod, NULL);
+    }
+    cJSON *launcher = NULL;
+    build_launcher_job(job, &o, NULL, &launcher);
+    create(&KUBE_JOBS, launcher, NULL);
+    ssh_keypair_free(&keys);
+}
+
 static void one_job(int i)
 {
     char name[64];
@@ -76,21 +97,7 @@ static void one_job(int i)
         mpijob_problems_free(&problems);
         return;
     }
-    struct mpijob_options o = {0};
-    struct ssh_keypair keys = {0};
-    ssh_keypair_generate(&keys);
-    create(&KUBE_SERVICES, build_service(job, &o), NULL);
-    create(&KUBE_CONFIGMAPS, build_configmap(job, &o, NULL, 0), NULL);
-    create(&KUBE_SECRETS, build_secret(job, &o, &keys), NULL);
-    for (int w = 0; w < job->worker.replicas; w++) {
-        cJSON *pod = NULL;
-        build_worker_pod(job, &o, w, NULL, &pod);
-        create(&KUBE_PODS, pod, NULL);
-    }
-    cJSON *launcher = NULL;
-    build_launcher_job(job, &o, NULL, &launcher);
-    create(&KUBE_JOBS, launcher, NULL);
-    ssh_keypair_free(&keys);
+    create_objects(job);
     mpijob_free(job);
     mpijob_problems_free(&problems);
     cJSON_Delete(created);
@@ -108,15 +115,7 @@ static void sync_job(const cJSON *item)
         mpijob_problems_free(&problems);
         return;
     }
-    struct mpijob_options o = {0};
-    struct ssh_keypair keys = {0};
-    ssh_keypair_generate(&keys);
-    create(&KUBE_SERVICES, build_service(job, &o), NULL);
-    create(&KUBE_CONFIGMAPS, build_configmap(job, &o, NULL, 0), NULL);
-    create(&KUBE_SECRETS, build_secret(job, &o, &keys), NULL);
-    cJSON *launcher = NULL;
-    build_launcher_job(job, &o, NULL, &launcher);
-    create(&KUBE_JOBS, launcher, NULL);
+    create_objects(job);
 
     char now[21], created_msg[600];
     clock_rfc3339(time(NULL), now);
@@ -138,7 +137,6 @@ static void sync_job(const cJSON *item)
                                    .namespace = job->namespace, .name = job->name, .uid = job->uid};
     event_record(events, &target, "Normal", "MPIJobCreated", "%s", created_msg);
     event_record(events, &target, "Normal", "MPIJobSuspended", "MPIJob suspended");
-    ssh_keypair_free(&keys);
     mpijob_free(job);
     mpijob_problems_free(&problems);
 }
